@@ -1,0 +1,79 @@
+/* The backend interface: memory and kernels, nothing else.
+ *
+ * Everything above this interface (model, executor, reference) works on
+ * opaque "device" pointers and never touches their contents directly, so the
+ * same scheduler and executor drive the CPU backend (src/cpu, OpenBLAS +
+ * OpenMP) and the GPU backend (src/gpu, cuBLAS + CUDA kernels).
+ *
+ * Shapes are row-major, like PyTorch: activations [B, features], Linear
+ * weights [out, in].  Every kernel must be deterministic: the same inputs give
+ * the same bits on every call (the cdp rules are specified bit for bit).
+ */
+#ifndef CDP_BACKEND_H
+#define CDP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cdp_backend {
+    const char *name;   /* "cpu", "cuda" */
+    int host_memory;    /* 1 if pointers from alloc() are host-addressable */
+
+    /* ---- memory (device memory on a GPU; never managed memory) ---- */
+    void *(*alloc)(size_t bytes);                 /* NULL on failure; 64-byte aligned */
+    void (*free)(void *p);
+    void (*to_device)(void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    void (*zero)(void *dst, size_t bytes);
+    void (*sync)(void);   /* wait until all queued work is done (before MPI reads a buffer) */
+
+    /* ---- kernels ---- */
+    /* y[B,out] = x[B,in] * W[out,in]^T + b[out] */
+    void (*linear_fwd)(int B, int in, int out, const float *x, const float *W,
+                       const float *b, float *y);
+    /* y = max(y, 0), in place */
+    void (*relu_fwd)(size_t n, float *y);
+    /* dy = y > 0 ? dy : 0, in place on dy (y is the ReLU output) */
+    void (*relu_bwd)(size_t n, const float *y, float *dy);
+    /* dW[out,in] = dy^T x ; db[out] = sum over rows of dy ; dx[B,in] = dy W
+     * (dx skipped when NULL).  dW and db are overwritten, not accumulated. */
+    void (*linear_bwd)(int B, int in, int out, const float *x, const float *W,
+                       const float *dy, float *dx, float *dW, float *db);
+    /* Mean softmax cross-entropy over the B rows of logits[B,C], numerically
+     * stable.  Overwrites logits with dLoss/dlogits = (softmax - onehot) / B.
+     * stats (backend memory, 2 doubles): stats[0] += sum of per-row losses,
+     * stats[1] += number of rows whose argmax equals the label. */
+    void (*xent)(int B, int C, float *logits, const int32_t *labels, double *stats);
+    /* acc[i] += x[i] */
+    void (*add)(size_t n, float *acc, const float *x);
+    /* x[i] *= a */
+    void (*scale)(size_t n, float *x, float a);
+    /* torch.optim.SGD: d = g + wd*theta; buf = first ? d : mu*buf + d;
+     * theta -= lr*buf.  theta_out may equal theta_in. */
+    void (*sgd)(size_t n, const float *theta_in, float *theta_out, const float *g,
+                float *buf, float lr, float mu, float wd, int first);
+    /* x[B,dim] = pixels[B,dim] / 255.0f, pixels given on the host */
+    void (*pixels_to_input)(size_t n, const uint8_t *host_pixels, float *x);
+
+    /* Human-readable description for the banner (BLAS kernel, threads, device). */
+    const char *(*describe)(void);
+} cdp_backend;
+
+/* CPU backend (always built).  threads <= 0 picks a default. */
+const cdp_backend *cdp_backend_cpu(int threads);
+
+/* Called first thing in main(), before MPI_Init: makes sure the BLAS library
+ * runs the kernel this CPU supports (re-executing the program with
+ * OPENBLAS_CORETYPE set when the library misdetected it) and that the
+ * OpenMP and BLAS thread pools do not fight.  May not return (execv). */
+void cdp_backend_cpu_preinit(int argc, char **argv);
+
+/* GPU backend; NULL with a message in err when this build has no CUDA or no
+ * usable device. */
+const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t errlen);
+
+/* Whether MPI may be given device pointers from this backend directly. */
+int cdp_backend_mpi_device_ok(const cdp_backend *be);
+
+#endif

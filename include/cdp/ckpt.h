@@ -1,0 +1,50 @@
+/* Weight files (safetensors) and checkpoints.
+ *
+ * safetensors: 8-byte little-endian header length n, then n bytes of JSON
+ * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+ *  "__metadata__": {...}}, then the raw little-endian data.  Tensor names for
+ * the MLP are fc{j}.weight ([out, in], row-major, like PyTorch) and
+ * fc{j}.bias ([out]) for the j-th Linear layer, j from 0. */
+#ifndef CDP_CKPT_H
+#define CDP_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cdp/model.h"
+
+/* Writes the model's parameters (host memory, layout of cdp_model) to path,
+ * atomically (temporary file + rename).  metadata: NULL or a NULL-terminated
+ * list of key, value string pairs for "__metadata__".  0 or -1 with err. */
+int cdp_save_weights(const char *path, const cdp_model *m, const float *host_params,
+                     const char *const *metadata, char *err, size_t errlen);
+
+/* Reads path into host_params (layout of cdp_model).  Refuses, with one line
+ * in err naming the file and the problem: unreadable or truncated files, a
+ * bad header length or JSON, dtype other than F32, missing or extra tensors,
+ * a shape that does not fit the model, offsets that overlap or leave the
+ * file. */
+int cdp_load_weights(const char *path, const cdp_model *m, float *host_params,
+                     char *err, size_t errlen);
+
+/* Generic safetensors access for checkpoints: named F32 or I64 tensors. */
+typedef struct cdp_st_tensor {
+    const char *name;
+    const char *dtype;     /* "F32" or "I64" */
+    int ndim;
+    int64_t shape[4];
+    const void *data;      /* for writing */
+    void *dst;             /* for reading: filled when the shape matches */
+} cdp_st_tensor;
+
+int cdp_st_write(const char *path, const cdp_st_tensor *t, int n,
+                 const char *const *metadata, char *err, size_t errlen);
+/* Every tensor in t must be present with that dtype and shape; others in the
+ * file are an error when strict != 0.  metadata values can be fetched with
+ * cdp_st_read_meta. */
+int cdp_st_read(const char *path, cdp_st_tensor *t, int n, int strict,
+                char *err, size_t errlen);
+/* Copies the string value of metadata key into out; -1 when absent. */
+int cdp_st_read_meta(const char *path, const char *key, char *out, size_t outlen,
+                     char *err, size_t errlen);
+
+#endif

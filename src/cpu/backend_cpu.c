@@ -1,0 +1,1 @@
+/* placeholder */ typedef int cdp_placeholder_backend_cpu;

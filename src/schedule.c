@@ -1,0 +1,1 @@
+/* placeholder */ typedef int cdp_placeholder_schedule;

@@ -1,0 +1,1 @@
+int cdp_pmpi_placeholder;
