@@ -1,1 +1,763 @@
-/* placeholder */ typedef int cdp_placeholder_ckpt;
+/* safetensors files: the generic reader/writer (cdp_st_*) and the model's
+ * weight files on top of it.
+ *
+ * Layout: u64 little-endian header length N, N bytes of JSON (padded with
+ * spaces so that the data starts 8-byte aligned), then the tensors' raw
+ * little-endian bytes at data_offsets relative to the start of the data. */
+#include "cdp/ckpt.h"
+#include "cdp/json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST_MAX_HEADER ((uint64_t)100000000) /* 100 MB, as in the reference implementation */
+#define ST_MAX_VALUES ((size_t)1 << 21)
+
+/* ------------------------------------------------------------- utilities */
+
+/* "<path>: <problem>" into err, on one line; returns -1. */
+static int st_fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return -1;
+    int k = snprintf(err, errlen, "%s: ", path ? path : "(null)");
+    if (k >= 0 && (size_t)k < errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    for (char *c = err; *c; c++) /* names come from the file: keep one line */
+        if ((unsigned char)*c < 0x20 || *c == 0x7F)
+            *c = '?';
+    return -1;
+}
+
+static int host_is_le(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+static void bswap_elems(void *p, size_t count, int esize)
+{
+    unsigned char *b = p;
+    for (size_t i = 0; i < count; i++, b += esize)
+        for (int j = 0; j < esize / 2; j++) {
+            unsigned char t = b[j];
+            b[j] = b[esize - 1 - j];
+            b[esize - 1 - j] = t;
+        }
+}
+
+static int pread_full(int fd, void *buf, size_t n, uint64_t off, size_t *got)
+{
+    size_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : n - done;
+        ssize_t r = pread(fd, (char *)buf + done, chunk, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            *got = done;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        size_t chunk = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : n - done;
+        ssize_t r = write(fd, (const char *)buf + done, chunk);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        done += (size_t)r;
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int size;
+} st_dtypes[] = {
+    {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U64", 8},     {"U32", 4},
+    {"U16", 2}, {"U8", 1},  {"BOOL", 1},
+};
+
+static int dtype_size(const char *d)
+{
+    for (size_t j = 0; j < sizeof st_dtypes / sizeof st_dtypes[0]; j++)
+        if (strcmp(d, st_dtypes[j].name) == 0)
+            return st_dtypes[j].size;
+    return 0;
+}
+
+/* Elements of a shape times esize, 0 on success, -1 on overflow. */
+static int shape_bytes(int ndim, const int64_t *shape, int esize, uint64_t *out)
+{
+    uint64_t n = (uint64_t)esize;
+    for (int d = 0; d < ndim; d++) {
+        uint64_t s = (uint64_t)shape[d];
+        if (s && n > UINT64_MAX / s)
+            return -1;
+        n *= s;
+    }
+    *out = n;
+    return 0;
+}
+
+static void fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, len - k, "[");
+    for (int d = 0; d < ndim && k < len; d++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (k < len)
+        snprintf(buf + k, len - k, "]");
+}
+
+/* ----------------------------------------------------------------- reader */
+
+#define ST_MAX_NDIM 8 /* in files; requests have at most 4 */
+
+typedef struct st_entry {
+    const char *name;
+    const char *dtype;
+    int esize;
+    int ndim;
+    int64_t shape[ST_MAX_NDIM];
+    uint64_t begin, end;
+    int used;
+} st_entry;
+
+typedef struct st_file {
+    const char *path;
+    int fd;
+    uint64_t size, hlen, data_size;
+    cdp_json *root;
+    const cdp_json *meta;
+    st_entry *e; /* sorted by name */
+    size_t ne;
+} st_file;
+
+static void st_close(st_file *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    cdp_json_free(f->root);
+    f->root = NULL;
+    free(f->e);
+    f->e = NULL;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name);
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+static int st_entry_parse(st_file *f, const cdp_json *v, st_entry *e, char *err, size_t errlen)
+{
+    const char *nm = v->key, *p = f->path;
+    e->name = nm;
+    if (v->type != CDP_JSON_OBJECT)
+        return st_fail(err, errlen, p, "tensor %s: entry is not an object (found %s)", nm,
+                       cdp_json_type_name(v->type));
+    const cdp_json *dt = cdp_json_get(v, "dtype");
+    if (!dt || dt->type != CDP_JSON_STRING)
+        return st_fail(err, errlen, p, "tensor %s: missing or non-string \"dtype\"", nm);
+    e->dtype = dt->str;
+    e->esize = dtype_size(dt->str);
+    if (!e->esize)
+        return st_fail(err, errlen, p, "tensor %s: unknown dtype \"%s\"", nm, dt->str);
+    const cdp_json *sh = cdp_json_get(v, "shape");
+    if (!sh || sh->type != CDP_JSON_ARRAY)
+        return st_fail(err, errlen, p, "tensor %s: missing or non-array \"shape\"", nm);
+    if (sh->n > ST_MAX_NDIM)
+        return st_fail(err, errlen, p, "tensor %s: shape has %zu dimensions, at most %d supported",
+                       nm, sh->n, ST_MAX_NDIM);
+    e->ndim = (int)sh->n;
+    for (size_t d = 0; d < sh->n; d++) {
+        if (sh->child[d].type != CDP_JSON_INT || sh->child[d].i < 0)
+            return st_fail(err, errlen, p, "tensor %s: shape must hold non-negative integers", nm);
+        e->shape[d] = sh->child[d].i;
+    }
+    uint64_t nbytes;
+    if (shape_bytes(e->ndim, e->shape, e->esize, &nbytes))
+        return st_fail(err, errlen, p, "tensor %s: shape too large", nm);
+    const cdp_json *off = cdp_json_get(v, "data_offsets");
+    if (!off || off->type != CDP_JSON_ARRAY || off->n != 2 || off->child[0].type != CDP_JSON_INT ||
+        off->child[1].type != CDP_JSON_INT || off->child[0].i < 0 ||
+        off->child[1].i < off->child[0].i)
+        return st_fail(err, errlen, p,
+                       "tensor %s: data_offsets must be [begin, end] with 0 <= begin <= end", nm);
+    e->begin = (uint64_t)off->child[0].i;
+    e->end = (uint64_t)off->child[1].i;
+    if (e->end - e->begin != nbytes) {
+        char s[160];
+        fmt_shape(s, sizeof s, e->ndim, e->shape);
+        return st_fail(err, errlen, p,
+                       "tensor %s: data_offsets [%" PRIu64 ", %" PRIu64 "] span %" PRIu64
+                       " bytes, but shape %s of %s needs %" PRIu64,
+                       nm, e->begin, e->end, e->end - e->begin, s, e->dtype, nbytes);
+    }
+    return 0;
+}
+
+/* Opens and validates the whole header against the file. */
+static int st_open(st_file *f, const char *path, char *err, size_t errlen)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    f->path = path;
+    if (!path)
+        return st_fail(err, errlen, path, "no file name");
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+        return st_fail(err, errlen, path, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(f->fd, &st) != 0)
+        return st_fail(err, errlen, path, "cannot stat: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return st_fail(err, errlen, path, "not a regular file");
+    f->size = (uint64_t)st.st_size;
+    if (f->size < 8)
+        return st_fail(err, errlen, path,
+                       "file too short (%" PRIu64 " bytes) to hold a safetensors header length",
+                       f->size);
+    unsigned char lb[8];
+    size_t got;
+    if (pread_full(f->fd, lb, 8, 0, &got) != 0)
+        return st_fail(err, errlen, path, "cannot read: %s", strerror(errno));
+    if (got != 8)
+        return st_fail(err, errlen, path, "file too short to hold a safetensors header length");
+    for (int j = 7; j >= 0; j--)
+        f->hlen = f->hlen << 8 | lb[j];
+    if (f->hlen > ST_MAX_HEADER)
+        return st_fail(err, errlen, path, "header length %" PRIu64 " exceeds the 100 MB limit",
+                       f->hlen);
+    if (f->hlen > f->size - 8)
+        return st_fail(err, errlen, path,
+                       "header length %" PRIu64 " exceeds the file size (%" PRIu64 " bytes)",
+                       f->hlen, f->size);
+    f->data_size = f->size - 8 - f->hlen;
+
+    char *hdr = malloc(f->hlen ? (size_t)f->hlen : 1);
+    if (!hdr)
+        return st_fail(err, errlen, path, "out of memory for a %" PRIu64 "-byte header", f->hlen);
+    if (pread_full(f->fd, hdr, (size_t)f->hlen, 8, &got) != 0) {
+        int e = errno;
+        free(hdr);
+        return st_fail(err, errlen, path, "cannot read: %s", strerror(e));
+    }
+    if (got != f->hlen) {
+        free(hdr);
+        return st_fail(err, errlen, path, "truncated header");
+    }
+    char jerr[200];
+    cdp_json_limits lim = {64, (size_t)ST_MAX_HEADER, ST_MAX_VALUES};
+    f->root = cdp_json_parse(hdr, (size_t)f->hlen, &lim, jerr, sizeof jerr);
+    free(hdr);
+    if (!f->root)
+        return st_fail(err, errlen, path, "malformed JSON header: %s", jerr);
+    if (f->root->type != CDP_JSON_OBJECT)
+        return st_fail(err, errlen, path, "JSON header is not an object (found %s)",
+                       cdp_json_type_name(f->root->type));
+
+    size_t cap = 1;
+    for (size_t j = 0; j < f->root->n; j++)
+        cap += f->root->child[j].type == CDP_JSON_OBJECT;
+    f->e = calloc(cap, sizeof *f->e);
+    if (!f->e)
+        return st_fail(err, errlen, path, "out of memory");
+    for (size_t j = 0; j < f->root->n; j++) {
+        const cdp_json *v = &f->root->child[j];
+        if (strcmp(v->key, "__metadata__") == 0) {
+            if (f->meta)
+                return st_fail(err, errlen, path, "duplicate __metadata__");
+            if (v->type != CDP_JSON_OBJECT)
+                return st_fail(err, errlen, path, "__metadata__ is not an object");
+            for (size_t k = 0; k < v->n; k++)
+                if (v->child[k].type != CDP_JSON_STRING)
+                    return st_fail(err, errlen, path, "__metadata__ value of %s is not a string",
+                                   v->child[k].key);
+            f->meta = v;
+            continue;
+        }
+        if (v->type != CDP_JSON_OBJECT)
+            return st_fail(err, errlen, path, "tensor %s: entry is not an object (found %s)",
+                           v->key, cdp_json_type_name(v->type));
+        if (st_entry_parse(f, v, &f->e[f->ne], err, errlen))
+            return -1;
+        f->ne++;
+    }
+    qsort(f->e, f->ne, sizeof *f->e, cmp_name);
+    for (size_t j = 1; j < f->ne; j++)
+        if (strcmp(f->e[j - 1].name, f->e[j].name) == 0)
+            return st_fail(err, errlen, path, "duplicate tensor %s", f->e[j].name);
+
+    /* Offsets: no overlaps, inside the data. */
+    if (f->ne) {
+        st_entry **r = malloc(f->ne * sizeof *r);
+        if (!r)
+            return st_fail(err, errlen, path, "out of memory");
+        for (size_t j = 0; j < f->ne; j++)
+            r[j] = &f->e[j];
+        qsort(r, f->ne, sizeof *r, cmp_range);
+        uint64_t prev_end = 0;
+        int gaps = 0;
+        for (size_t j = 0; j < f->ne; j++) {
+            if (j && r[j]->begin < prev_end) {
+                st_entry a = *r[j - 1], b = *r[j];
+                free(r);
+                return st_fail(err, errlen, path,
+                               "data_offsets of %s [%" PRIu64 ", %" PRIu64 "] and %s [%" PRIu64
+                               ", %" PRIu64 "] overlap",
+                               a.name, a.begin, a.end, b.name, b.begin, b.end);
+            }
+            if (r[j]->begin > prev_end)
+                gaps = 1;
+            prev_end = r[j]->end;
+        }
+        if (prev_end > f->data_size) {
+            st_entry *bad = NULL;
+            for (size_t j = 0; j < f->ne && !bad; j++)
+                if (r[j]->end > f->data_size)
+                    bad = r[j];
+            free(r);
+            if (!gaps)
+                return st_fail(err, errlen, path,
+                               "truncated data: the tensors need %" PRIu64
+                               " bytes of data, the file has %" PRIu64,
+                               prev_end, f->data_size);
+            return st_fail(err, errlen, path,
+                           "data_offsets of %s [%" PRIu64 ", %" PRIu64
+                           "] are out of range: the file has %" PRIu64 " bytes of data",
+                           bad->name, bad->begin, bad->end, f->data_size);
+        }
+        free(r);
+    }
+    return 0;
+}
+
+static st_entry *st_find(st_file *f, const char *name)
+{
+    st_entry key;
+    memset(&key, 0, sizeof key);
+    key.name = name;
+    return f->ne ? bsearch(&key, f->e, f->ne, sizeof *f->e, cmp_name) : NULL;
+}
+
+/* Checks the requests against the file (expects: wording for the shape
+ * error), then reads the data into the requests' dst. */
+static int st_load(st_file *f, cdp_st_tensor *t, int n, int strict, const char *expects,
+                   char *err, size_t errlen)
+{
+    const char *p = f->path;
+    if (n < 0 || (n > 0 && !t))
+        return st_fail(err, errlen, p, "invalid tensor list");
+    for (int i = 0; i < n; i++) {
+        if (!t[i].name || !t[i].dtype || !dtype_size(t[i].dtype) || t[i].ndim < 0 || t[i].ndim > 4)
+            return st_fail(err, errlen, p, "invalid request for tensor %s",
+                           t[i].name ? t[i].name : "(null)");
+        st_entry *e = st_find(f, t[i].name);
+        if (!e)
+            return st_fail(err, errlen, p, "missing tensor %s", t[i].name);
+        if (strcmp(e->dtype, t[i].dtype) != 0)
+            return st_fail(err, errlen, p, "%s has dtype %s, expected %s", t[i].name, e->dtype,
+                           t[i].dtype);
+        int same = e->ndim == t[i].ndim;
+        for (int d = 0; same && d < e->ndim; d++)
+            same = e->shape[d] == t[i].shape[d];
+        if (!same) {
+            char a[160], b[160];
+            fmt_shape(a, sizeof a, e->ndim, e->shape);
+            fmt_shape(b, sizeof b, t[i].ndim, t[i].shape);
+            return st_fail(err, errlen, p, "%s has shape %s, %s %s", t[i].name, a, expects, b);
+        }
+        e->used = 1;
+    }
+    if (strict)
+        for (size_t j = 0; j < f->ne; j++)
+            if (!f->e[j].used)
+                return st_fail(err, errlen, p, "unexpected tensor %s", f->e[j].name);
+    for (int i = 0; i < n; i++) {
+        st_entry *e = st_find(f, t[i].name);
+        size_t nbytes = (size_t)(e->end - e->begin), got;
+        if (!t[i].dst || !nbytes)
+            continue;
+        if ((uint64_t)nbytes != e->end - e->begin)
+            return st_fail(err, errlen, p, "tensor %s too large for this machine", e->name);
+        if (pread_full(f->fd, t[i].dst, nbytes, 8 + f->hlen + e->begin, &got) != 0)
+            return st_fail(err, errlen, p, "cannot read: %s", strerror(errno));
+        if (got != nbytes)
+            return st_fail(err, errlen, p, "truncated data in tensor %s", e->name);
+        if (!host_is_le())
+            bswap_elems(t[i].dst, nbytes / (size_t)e->esize, e->esize);
+    }
+    return 0;
+}
+
+int cdp_st_read(const char *path, cdp_st_tensor *t, int n, int strict, char *err, size_t errlen)
+{
+    st_file f;
+    int rc = st_open(&f, path, err, errlen);
+    if (rc == 0)
+        rc = st_load(&f, t, n, strict, "expected", err, errlen);
+    st_close(&f);
+    return rc;
+}
+
+int cdp_st_read_meta(const char *path, const char *key, char *out, size_t outlen, char *err,
+                     size_t errlen)
+{
+    st_file f;
+    int rc = st_open(&f, path, err, errlen);
+    if (rc == 0) {
+        const cdp_json *v = key ? cdp_json_get(f.meta, key) : NULL;
+        if (!v)
+            rc = st_fail(err, errlen, path, "no metadata \"%s\"", key ? key : "(null)");
+        else if (!out || v->len >= outlen)
+            rc = st_fail(err, errlen, path, "metadata \"%s\" is too long (%zu bytes)", key, v->len);
+        else
+            memcpy(out, v->str, v->len + 1);
+    }
+    st_close(&f);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- writer */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + n + 1)
+            nc *= 2;
+        char *x = realloc(b->s, nc);
+        if (!x) {
+            b->oom = 1;
+            return;
+        }
+        b->s = x;
+        b->cap = nc;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+static void sb_json(sbuf *b, const char *s)
+{
+    char small[256];
+    size_t need = cdp_json_escape(small, sizeof small, s);
+    if (need < sizeof small) {
+        sb_put(b, small, need);
+        return;
+    }
+    char *big = malloc(need + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    cdp_json_escape(big, need + 1, s);
+    sb_put(b, big, need);
+    free(big);
+}
+
+static void sb_u64(sbuf *b, uint64_t x)
+{
+    char t[24];
+    sb_put(b, t, (size_t)snprintf(t, sizeof t, "%" PRIu64, x));
+}
+
+static void fsync_dir_of(const char *path)
+{
+    char *d = strdup(path);
+    if (!d)
+        return;
+    char *slash = strrchr(d, '/');
+    const char *dir = ".";
+    if (slash) {
+        slash[slash == d ? 1 : 0] = '\0';
+        dir = d;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(d);
+}
+
+int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *const *metadata,
+                 char *err, size_t errlen)
+{
+    if (!path)
+        return st_fail(err, errlen, path, "no file name");
+    if (n < 0 || (n > 0 && !t))
+        return st_fail(err, errlen, path, "invalid tensor list");
+    uint64_t *nb = calloc((size_t)n + 1, sizeof *nb);
+    if (!nb)
+        return st_fail(err, errlen, path, "out of memory");
+    int rc = -1, fd = -1;
+    char *tmp = NULL;
+    sbuf h = {NULL, 0, 0, 0};
+
+    for (int i = 0; i < n; i++) {
+        const cdp_st_tensor *x = &t[i];
+        int es = x->dtype ? dtype_size(x->dtype) : 0;
+        if (!x->name || strcmp(x->name, "__metadata__") == 0) {
+            st_fail(err, errlen, path, "invalid tensor name %s", x->name ? x->name : "(null)");
+            goto out;
+        }
+        if (!es || (strcmp(x->dtype, "F32") != 0 && strcmp(x->dtype, "I64") != 0)) {
+            st_fail(err, errlen, path, "tensor %s: unsupported dtype %s", x->name,
+                    x->dtype ? x->dtype : "(null)");
+            goto out;
+        }
+        int bad = x->ndim < 0 || x->ndim > 4;
+        for (int d = 0; !bad && d < x->ndim; d++)
+            bad = x->shape[d] < 0;
+        if (bad || shape_bytes(x->ndim, x->shape, es, &nb[i]) || nb[i] > (uint64_t)SIZE_MAX) {
+            st_fail(err, errlen, path, "tensor %s: invalid shape", x->name);
+            goto out;
+        }
+        if (nb[i] && !x->data) {
+            st_fail(err, errlen, path, "tensor %s: no data", x->name);
+            goto out;
+        }
+        for (int k = 0; k < i; k++)
+            if (strcmp(t[k].name, x->name) == 0) {
+                st_fail(err, errlen, path, "duplicate tensor name %s", x->name);
+                goto out;
+            }
+    }
+
+    /* Header. */
+    sb_str(&h, "{");
+    int first = 1;
+    if (metadata && metadata[0]) {
+        sb_str(&h, "\"__metadata__\":{");
+        for (int k = 0; metadata[k]; k += 2) {
+            if (!metadata[k + 1]) {
+                st_fail(err, errlen, path, "metadata %s has no value", metadata[k]);
+                goto out;
+            }
+            if (k)
+                sb_str(&h, ",");
+            sb_json(&h, metadata[k]);
+            sb_str(&h, ":");
+            sb_json(&h, metadata[k + 1]);
+        }
+        sb_str(&h, "}");
+        first = 0;
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (!first)
+            sb_str(&h, ",");
+        first = 0;
+        sb_json(&h, t[i].name);
+        sb_str(&h, ":{\"dtype\":\"");
+        sb_str(&h, t[i].dtype);
+        sb_str(&h, "\",\"shape\":[");
+        for (int d = 0; d < t[i].ndim; d++) {
+            if (d)
+                sb_str(&h, ",");
+            sb_u64(&h, (uint64_t)t[i].shape[d]);
+        }
+        sb_str(&h, "],\"data_offsets\":[");
+        sb_u64(&h, off);
+        sb_str(&h, ",");
+        if (nb[i] > (uint64_t)INT64_MAX - off) {
+            st_fail(err, errlen, path, "tensors too large");
+            goto out;
+        }
+        off += nb[i];
+        sb_u64(&h, off);
+        sb_str(&h, "]}");
+    }
+    sb_str(&h, "}");
+    while ((8 + h.n) % 8)
+        sb_str(&h, " ");
+    if (h.oom) {
+        st_fail(err, errlen, path, "out of memory");
+        goto out;
+    }
+    if ((uint64_t)h.n > ST_MAX_HEADER) {
+        st_fail(err, errlen, path, "header of %zu bytes exceeds the 100 MB limit", h.n);
+        goto out;
+    }
+    unsigned char lb[8];
+    for (int j = 0; j < 8; j++)
+        lb[j] = (unsigned char)((uint64_t)h.n >> (8 * j));
+
+    /* Temporary file, fsync, rename. */
+    size_t tl = strlen(path) + 32;
+    tmp = malloc(tl);
+    if (!tmp) {
+        st_fail(err, errlen, path, "out of memory");
+        goto out;
+    }
+    snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st_fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (write_full(fd, lb, 8) || write_full(fd, h.s, h.n))
+        goto werr;
+    for (int i = 0; i < n; i++) {
+        if (!nb[i])
+            continue;
+        if (host_is_le()) {
+            if (write_full(fd, t[i].data, (size_t)nb[i]))
+                goto werr;
+            continue;
+        }
+        int es = dtype_size(t[i].dtype);
+        unsigned char chunk[1 << 16];
+        for (size_t done = 0; done < nb[i];) {
+            size_t m = nb[i] - done < sizeof chunk ? (size_t)(nb[i] - done) : sizeof chunk;
+            memcpy(chunk, (const unsigned char *)t[i].data + done, m);
+            bswap_elems(chunk, m / (size_t)es, es);
+            if (write_full(fd, chunk, m))
+                goto werr;
+            done += m;
+        }
+    }
+    if (fsync(fd) != 0)
+        goto werr;
+    {
+        int c = close(fd);
+        fd = -1;
+        if (c != 0)
+            goto werr;
+    }
+    if (rename(tmp, path) != 0) {
+        st_fail(err, errlen, path, "cannot rename %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    fsync_dir_of(path);
+    rc = 0;
+    goto out;
+werr:
+    st_fail(err, errlen, path, "cannot write %s: %s", tmp, strerror(errno));
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0 && tmp)
+        unlink(tmp);
+    free(tmp);
+    free(h.s);
+    free(nb);
+    return rc;
+}
+
+/* --------------------------------------------------------------- weights */
+
+typedef char st_name[32];
+
+/* The model's tensors fc{j}.weight, fc{j}.bias in layer order. */
+static int model_tensors(const cdp_model *m, const char *path, cdp_st_tensor *t, st_name *names,
+                         char *err, size_t errlen)
+{
+    if (!m || m->nlayers < 1 || m->nlayers > CDP_MAX_LAYERS)
+        return st_fail(err, errlen, path, "invalid model");
+    for (int j = 0; j < m->nlayers; j++) {
+        int in = m->dims[j], out = m->dims[j + 1];
+        if (in <= 0 || out <= 0 ||
+            m->w_off[j] + (size_t)in * (size_t)out > m->nparams || m->b_off[j] + (size_t)out > m->nparams)
+            return st_fail(err, errlen, path, "invalid model layout at layer %d", j);
+        cdp_st_tensor *w = &t[2 * j], *b = &t[2 * j + 1];
+        memset(w, 0, 2 * sizeof *w);
+        snprintf(names[2 * j], sizeof names[0], "fc%d.weight", j);
+        snprintf(names[2 * j + 1], sizeof names[0], "fc%d.bias", j);
+        w->name = names[2 * j];
+        w->dtype = "F32";
+        w->ndim = 2;
+        w->shape[0] = out;
+        w->shape[1] = in;
+        b->name = names[2 * j + 1];
+        b->dtype = "F32";
+        b->ndim = 1;
+        b->shape[0] = out;
+    }
+    return 0;
+}
+
+int cdp_save_weights(const char *path, const cdp_model *m, const float *host_params,
+                     const char *const *metadata, char *err, size_t errlen)
+{
+    cdp_st_tensor t[2 * CDP_MAX_LAYERS];
+    st_name names[2 * CDP_MAX_LAYERS];
+    if (model_tensors(m, path, t, names, err, errlen))
+        return -1;
+    if (!host_params)
+        return st_fail(err, errlen, path, "no parameters");
+    for (int j = 0; j < m->nlayers; j++) {
+        t[2 * j].data = host_params + m->w_off[j];
+        t[2 * j + 1].data = host_params + m->b_off[j];
+    }
+    return cdp_st_write(path, t, 2 * m->nlayers, metadata, err, errlen);
+}
+
+int cdp_load_weights(const char *path, const cdp_model *m, float *host_params, char *err,
+                     size_t errlen)
+{
+    cdp_st_tensor t[2 * CDP_MAX_LAYERS];
+    st_name names[2 * CDP_MAX_LAYERS];
+    if (model_tensors(m, path, t, names, err, errlen))
+        return -1;
+    if (!host_params)
+        return st_fail(err, errlen, path, "no parameter buffer");
+    for (int j = 0; j < m->nlayers; j++) {
+        t[2 * j].dst = host_params + m->w_off[j];
+        t[2 * j + 1].dst = host_params + m->b_off[j];
+    }
+    st_file f;
+    int rc = st_open(&f, path, err, errlen);
+    if (rc == 0)
+        rc = st_load(&f, t, 2 * m->nlayers, 1, "model expects", err, errlen);
+    st_close(&f);
+    return rc;
+}

@@ -1,2 +1,658 @@
-#include <assert.h>
-int main(void){assert(1);return 0;}
+/* Tests of the safetensors weight files (cdp/ckpt.h) and the JSON module. */
+#include <check.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdp/ckpt.h"
+#include "cdp/json.h"
+
+static char g_dir[64];
+
+/* dims 5-4-3: W0 [4,5] at 0, b0 [4] at 20, W1 [3,4] at 24, b1 [3] at 36. */
+static void make_model(cdp_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->nlayers = 2;
+    m->dims[0] = 5;
+    m->dims[1] = 4;
+    m->dims[2] = 3;
+    size_t off = 0;
+    for (int j = 0; j < m->nlayers; j++) {
+        m->w_off[j] = off;
+        off += (size_t)m->dims[j] * (size_t)m->dims[j + 1];
+        m->b_off[j] = off;
+        off += (size_t)m->dims[j + 1];
+    }
+    m->nparams = off;
+    m->nstages = 1;
+    m->stage_first[0] = 0;
+    m->stage_first[1] = 2;
+    m->stage_off[0] = 0;
+    m->stage_n[0] = off;
+}
+
+static void fill_params(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((int)((i * 37u) % 101u) - 50) / 7.0f;
+    /* values whose bits must survive */
+    p[3] = -0.0f;
+    p[7] = 1e-40f; /* subnormal */
+    p[11] = INFINITY;
+    p[13] = -3.4028235e38f;
+}
+
+static void path_of(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s", g_dir, name);
+}
+
+/* Writes a raw safetensors file: header text (length as given, or its real
+ * length when hlen is UINT64_MAX) and data bytes. */
+static void write_raw(const char *path, const char *header, uint64_t hlen, const void *data,
+                      size_t nd)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint64_t n = hlen == UINT64_MAX ? strlen(header) : hlen;
+    unsigned char lb[8];
+    for (int j = 0; j < 8; j++)
+        lb[j] = (unsigned char)(n >> (8 * j));
+    ck_assert_uint_eq(fwrite(lb, 1, 8, f), 8);
+    if (header)
+        ck_assert_uint_eq(fwrite(header, 1, strlen(header), f), strlen(header));
+    if (nd)
+        ck_assert_uint_eq(fwrite(data, 1, nd, f), nd);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Loads path into a model of dims 5-4-3, expects -1 and `want` in err; the
+ * destination must not be touched when the header is refused. */
+static void expect_refusal(const char *path, const char *want)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[64];
+    for (int i = 0; i < 64; i++)
+        p[i] = 42.0f;
+    char err[512] = "";
+    int rc = cdp_load_weights(path, &m, p, err, sizeof err);
+    ck_assert_msg(rc == -1, "load of %s succeeded, expected \"%s\"", path, want);
+    ck_assert_msg(strstr(err, want) != NULL, "err \"%s\" lacks \"%s\"", err, want);
+    ck_assert_msg(strncmp(err, path, strlen(path)) == 0 && err[strlen(path)] == ':',
+                  "err \"%s\" does not start with the path", err);
+    ck_assert_msg(strchr(err, '\n') == NULL, "err has several lines");
+    for (int i = 0; i < 64; i++)
+        ck_assert(p[i] == 42.0f);
+}
+
+/* --------------------------------------------------------------- weights */
+
+START_TEST(test_round_trip)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39], q[39];
+    fill_params(p, m.nparams);
+    memset(q, 0x5a, sizeof q);
+    char path[128], err[256] = "";
+    path_of(path, sizeof path, "rt.safetensors");
+    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
+    ck_assert(memcmp(p, q, sizeof p) == 0);
+    /* overwrite in place, atomically, and no temporary file left behind */
+    p[0] = 1.25f;
+    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
+    ck_assert(memcmp(p, q, sizeof p) == 0);
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    ck_assert_int_ne(access(tmp, F_OK), 0);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_metadata)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39];
+    fill_params(p, m.nparams);
+    const char *meta[] = {"epoch", "3", "note", "a \"quoted\" \\ line\nnext\ttab \xc3\xbc", NULL};
+    char path[128], err[256] = "", out[128];
+    path_of(path, sizeof path, "meta.safetensors");
+    ck_assert_msg(cdp_save_weights(path, &m, p, meta, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_st_read_meta(path, "epoch", out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(out, "3");
+    ck_assert_msg(cdp_st_read_meta(path, "note", out, sizeof out, err, sizeof err) == 0, "%s", err);
+    ck_assert_str_eq(out, meta[3]);
+    ck_assert_int_eq(cdp_st_read_meta(path, "absent", out, sizeof out, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "absent"));
+    ck_assert_int_eq(cdp_st_read_meta(path, "note", out, 4, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "too long"));
+    /* weights still load with metadata present */
+    float q[39];
+    ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
+    ck_assert(memcmp(p, q, sizeof p) == 0);
+    /* a file without metadata */
+    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(cdp_st_read_meta(path, "epoch", out, sizeof out, err, sizeof err), -1);
+    unlink(path);
+}
+END_TEST
+
+static uint64_t le64(const unsigned char *b)
+{
+    uint64_t x = 0;
+    for (int j = 7; j >= 0; j--)
+        x = x << 8 | b[j];
+    return x;
+}
+
+START_TEST(test_byte_layout)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39];
+    fill_params(p, m.nparams);
+    char path[128], err[256] = "";
+    path_of(path, sizeof path, "layout.safetensors");
+    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char buf[4096];
+    size_t size = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    ck_assert_uint_ge(size, 8);
+    uint64_t n = le64(buf);
+    ck_assert_uint_eq((8 + n) % 8, 0);
+    ck_assert_uint_eq(size, 8 + n + 39 * 4);
+    char *hdr = malloc(n + 1);
+    memcpy(hdr, buf + 8, n);
+    hdr[n] = '\0';
+    ck_assert_int_eq(hdr[0], '{');
+    ck_assert_ptr_nonnull(strstr(hdr, "\"fc0.weight\""));
+    ck_assert_ptr_nonnull(strstr(hdr, "\"F32\""));
+    /* layer order fc0.weight, fc0.bias, fc1.weight, fc1.bias */
+    char *a = strstr(hdr, "fc0.weight"), *b = strstr(hdr, "fc0.bias"), *c = strstr(hdr, "fc1.weight"),
+         *d = strstr(hdr, "fc1.bias");
+    ck_assert(a && b && c && d && a < b && b < c && c < d);
+
+    /* the header through the JSON parser */
+    char jerr[128];
+    cdp_json *root = cdp_json_parse(hdr, n, NULL, jerr, sizeof jerr);
+    ck_assert_msg(root != NULL, "%s", jerr);
+    const cdp_json *t = cdp_json_get(root, "fc0.bias");
+    ck_assert_ptr_nonnull(t);
+    const cdp_json *sh = cdp_json_get(t, "shape"), *off = cdp_json_get(t, "data_offsets");
+    ck_assert(sh && sh->type == CDP_JSON_ARRAY && sh->n == 1 && sh->child[0].i == 4);
+    ck_assert(off && off->n == 2 && off->child[0].i == 80 && off->child[1].i == 96);
+    t = cdp_json_get(root, "fc1.weight");
+    sh = cdp_json_get(t, "shape");
+    ck_assert(sh && sh->n == 2 && sh->child[0].i == 3 && sh->child[1].i == 4);
+    cdp_json_free(root);
+    free(hdr);
+
+    /* data: little-endian floats in layer order */
+    const unsigned char *data = buf + 8 + n;
+    for (size_t i = 0; i < 39; i++) {
+        uint32_t bits = (uint32_t)data[4 * i] | (uint32_t)data[4 * i + 1] << 8 |
+                        (uint32_t)data[4 * i + 2] << 16 | (uint32_t)data[4 * i + 3] << 24;
+        float v;
+        memcpy(&v, &bits, 4);
+        ck_assert_msg(memcmp(&v, &p[i], 4) == 0, "float %zu differs", i);
+    }
+    float first;
+    uint32_t bits0 = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 |
+                     (uint32_t)data[3] << 24;
+    memcpy(&first, &bits0, 4);
+    ck_assert(first == p[m.w_off[0]]);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_generic)
+{
+    float w[6] = {1, 2, 3, 4, 5, 6}, s = 0.5f;
+    int64_t steps[3] = {7, -1, INT64_MAX};
+    cdp_st_tensor t[3] = {
+        {"opt.w", "F32", 2, {2, 3}, w, NULL},
+        {"step", "I64", 1, {3}, steps, NULL},
+        {"scalar", "F32", 0, {0}, &s, NULL},
+    };
+    const char *meta[] = {"kind", "checkpoint", NULL};
+    char path[128], err[256] = "", out[32];
+    path_of(path, sizeof path, "gen.safetensors");
+    ck_assert_msg(cdp_st_write(path, t, 3, meta, err, sizeof err) == 0, "%s", err);
+
+    float w2[6] = {0}, s2 = 0;
+    int64_t steps2[3] = {0};
+    cdp_st_tensor r[3] = {
+        {"step", "I64", 1, {3}, NULL, steps2},
+        {"opt.w", "F32", 2, {2, 3}, NULL, w2},
+        {"scalar", "F32", 0, {0}, NULL, &s2},
+    };
+    ck_assert_msg(cdp_st_read(path, r, 3, 1, err, sizeof err) == 0, "%s", err);
+    ck_assert(memcmp(w, w2, sizeof w) == 0);
+    ck_assert(memcmp(steps, steps2, sizeof steps) == 0);
+    ck_assert(s2 == 0.5f);
+    ck_assert_int_eq(cdp_st_read_meta(path, "kind", out, sizeof out, err, sizeof err), 0);
+    ck_assert_str_eq(out, "checkpoint");
+
+    /* subset: fine unless strict */
+    memset(steps2, 0, sizeof steps2);
+    ck_assert_msg(cdp_st_read(path, r, 1, 0, err, sizeof err) == 0, "%s", err);
+    ck_assert(steps2[2] == INT64_MAX);
+    ck_assert_int_eq(cdp_st_read(path, r, 1, 1, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "unexpected tensor"));
+    /* dtype and shape mismatches */
+    cdp_st_tensor bad = {"step", "F32", 1, {3}, NULL, w2};
+    ck_assert_int_eq(cdp_st_read(path, &bad, 1, 0, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "step has dtype I64, expected F32"));
+    cdp_st_tensor bad2 = {"opt.w", "F32", 2, {3, 2}, NULL, w2};
+    ck_assert_int_eq(cdp_st_read(path, &bad2, 1, 0, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "opt.w has shape [2, 3], expected [3, 2]"));
+
+    /* writer refusals */
+    cdp_st_tensor dup[2] = {t[0], t[0]};
+    ck_assert_int_eq(cdp_st_write(path, dup, 2, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "duplicate"));
+    cdp_st_tensor f16 = {"x", "F16", 1, {2}, w, NULL};
+    ck_assert_int_eq(cdp_st_write(path, &f16, 1, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "F16"));
+    char nodir[160];
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir/x.safetensors", g_dir);
+    ck_assert_int_eq(cdp_st_write(nodir, t, 1, NULL, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "No such file"));
+    /* the earlier file is intact */
+    ck_assert_msg(cdp_st_read(path, r, 3, 1, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+}
+END_TEST
+
+/* -------------------------------------------------------------- refusals */
+
+static const char *HDR_OK_FMT =
+    "{\"fc0.weight\":{\"dtype\":\"%s\",\"shape\":[4,5],\"data_offsets\":[0,%d]},"
+    "\"fc0.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[%d,%d]},"
+    "\"fc1.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[%d,%d]},"
+    "\"fc1.bias\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[%d,%d]}}";
+
+START_TEST(test_refusals)
+{
+    char path[128], hdr[1024], err[256];
+    unsigned char zeros[1024];
+    memset(zeros, 0, sizeof zeros);
+    cdp_model m;
+    make_model(&m);
+    float p[39];
+    fill_params(p, m.nparams);
+
+    /* missing file */
+    path_of(path, sizeof path, "does-not-exist.safetensors");
+    expect_refusal(path, "No such file or directory");
+
+    /* shorter than 8 bytes */
+    path_of(path, sizeof path, "short.safetensors");
+    FILE *f = fopen(path, "wb");
+    fwrite("abc", 1, 3, f);
+    fclose(f);
+    expect_refusal(path, "too short");
+
+    /* header length larger than the file, and larger than 100 MB */
+    path_of(path, sizeof path, "hlen.safetensors");
+    write_raw(path, "{}", 1000, NULL, 0);
+    expect_refusal(path, "header length 1000 exceeds the file size");
+    write_raw(path, "{}", (uint64_t)1 << 40, NULL, 0);
+    expect_refusal(path, "exceeds the 100 MB limit");
+
+    /* garbage JSON, non-object JSON, trailing garbage */
+    path_of(path, sizeof path, "garbage.safetensors");
+    write_raw(path, "{\"fc0.weight\": [1,2,,]}", UINT64_MAX, NULL, 0);
+    expect_refusal(path, "malformed JSON header");
+    write_raw(path, "\x89PNG\r\n\x1a\n garbage", UINT64_MAX, NULL, 0);
+    expect_refusal(path, "malformed JSON header");
+    write_raw(path, "[1, 2]", UINT64_MAX, NULL, 0);
+    expect_refusal(path, "not an object");
+    write_raw(path, "{} {}", UINT64_MAX, NULL, 0);
+    expect_refusal(path, "trailing characters");
+
+    /* wrong dtype (sizes consistent for F16) */
+    path_of(path, sizeof path, "f16.safetensors");
+    snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F16", 40, 40, 56, 56, 104, 104, 116);
+    write_raw(path, hdr, UINT64_MAX, zeros, 116);
+    expect_refusal(path, "fc0.weight has dtype F16, expected F32");
+
+    /* a well-formed hand-made file loads */
+    path_of(path, sizeof path, "manual.safetensors");
+    snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 96, 144, 144, 156);
+    write_raw(path, hdr, UINT64_MAX, p, sizeof p);
+    float q[39];
+    ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
+    ck_assert(memcmp(p, q, sizeof p) == 0);
+
+    /* missing tensor, extra tensor, wrong shape */
+    cdp_st_tensor t[5] = {
+        {"fc0.weight", "F32", 2, {4, 5}, p, NULL},
+        {"fc0.bias", "F32", 1, {4}, p + 20, NULL},
+        {"fc1.weight", "F32", 2, {3, 4}, p + 24, NULL},
+        {"fc1.bias", "F32", 1, {3}, p + 36, NULL},
+        {"fc2.weight", "F32", 2, {2, 3}, p, NULL},
+    };
+    path_of(path, sizeof path, "missing.safetensors");
+    ck_assert_msg(cdp_st_write(path, t, 3, NULL, err, sizeof err) == 0, "%s", err);
+    expect_refusal(path, "missing tensor fc1.bias");
+    path_of(path, sizeof path, "extra.safetensors");
+    ck_assert_msg(cdp_st_write(path, t, 5, NULL, err, sizeof err) == 0, "%s", err);
+    expect_refusal(path, "unexpected tensor fc2.weight");
+    path_of(path, sizeof path, "shape.safetensors");
+    t[0].shape[0] = 5;
+    t[0].shape[1] = 4;
+    ck_assert_msg(cdp_st_write(path, t, 4, NULL, err, sizeof err) == 0, "%s", err);
+    expect_refusal(path, "fc0.weight has shape [5, 4], model expects [4, 5]");
+    t[0].shape[0] = 4;
+    t[0].shape[1] = 5;
+
+    /* truncated data */
+    path_of(path, sizeof path, "trunc.safetensors");
+    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(truncate(path, st.st_size - 4), 0);
+    expect_refusal(path, "truncated data");
+    /* truncated inside the header */
+    ck_assert_int_eq(truncate(path, 20), 0);
+    expect_refusal(path, "header length");
+
+    /* offsets out of range, data_offsets not matching the shape, overlap */
+    path_of(path, sizeof path, "offsets.safetensors");
+    snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 96, 144, 1000, 1012);
+    write_raw(path, hdr, UINT64_MAX, p, sizeof p);
+    expect_refusal(path, "data_offsets of fc1.bias [1000, 1012] are out of range");
+    snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 96, 144, 144, 160);
+    write_raw(path, hdr, UINT64_MAX, p, sizeof p);
+    expect_refusal(path, "fc1.bias: data_offsets [144, 160] span 16 bytes");
+    snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 76, 92, 96, 144, 144, 156);
+    write_raw(path, hdr, UINT64_MAX, p, sizeof p);
+    expect_refusal(path, "overlap");
+    snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 96, 80, 96, 144, 144, 156);
+    write_raw(path, hdr, UINT64_MAX, p, sizeof p);
+    expect_refusal(path, "data_offsets must be [begin, end]");
+    write_raw(path, "{\"fc0.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[-1,15]}}",
+              UINT64_MAX, zeros, 16);
+    expect_refusal(path, "data_offsets must be");
+    write_raw(path, "{\"fc0.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0]}}",
+              UINT64_MAX, zeros, 16);
+    expect_refusal(path, "data_offsets must be");
+
+    /* unknown dtype, bad shape element, bad metadata, duplicate name */
+    path_of(path, sizeof path, "misc.safetensors");
+    write_raw(path, "{\"fc0.weight\":{\"dtype\":\"Q7\",\"shape\":[4,5],\"data_offsets\":[0,80]}}",
+              UINT64_MAX, zeros, 80);
+    expect_refusal(path, "unknown dtype \"Q7\"");
+    write_raw(path, "{\"fc0.weight\":{\"dtype\":\"F32\",\"shape\":[4,-5],\"data_offsets\":[0,80]}}",
+              UINT64_MAX, zeros, 80);
+    expect_refusal(path, "shape must hold non-negative integers");
+    write_raw(path, "{\"__metadata__\":{\"a\":1}}", UINT64_MAX, NULL, 0);
+    expect_refusal(path, "__metadata__ value of a is not a string");
+    write_raw(path,
+              "{\"fc0.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+              "\"fc0.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]}}",
+              UINT64_MAX, zeros, 32);
+    expect_refusal(path, "duplicate tensor fc0.bias");
+    /* a name with a newline stays on one line in err */
+    write_raw(path, "{\"a\\nb\":3}", UINT64_MAX, NULL, 0);
+    expect_refusal(path, "a?b");
+}
+END_TEST
+
+/* Every truncation of a valid file is refused; corrupted bytes never crash. */
+START_TEST(test_garbage_never_crashes)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39], q[39];
+    fill_params(p, m.nparams);
+    const char *meta[] = {"k", "v", NULL};
+    char path[128], bad[128], err[256];
+    path_of(path, sizeof path, "fuzz-src.safetensors");
+    path_of(bad, sizeof bad, "fuzz.safetensors");
+    ck_assert_msg(cdp_save_weights(path, &m, p, meta, err, sizeof err) == 0, "%s", err);
+    unsigned char buf[4096];
+    FILE *f = fopen(path, "rb");
+    size_t size = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    for (size_t len = 0; len < size; len++) {
+        f = fopen(bad, "wb");
+        fwrite(buf, 1, len, f);
+        fclose(f);
+        err[0] = '\0';
+        ck_assert_int_eq(cdp_load_weights(bad, &m, q, err, sizeof err), -1);
+        ck_assert(err[0] != '\0' && strchr(err, '\n') == NULL);
+    }
+    uint64_t s = 12345;
+    unsigned char c[4096];
+    for (int it = 0; it < 4000; it++) {
+        memcpy(c, buf, size);
+        int flips = 1 + it % 4;
+        for (int k = 0; k < flips; k++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            size_t pos = (size_t)(s >> 33) % size;
+            c[pos] = (unsigned char)(s >> 13);
+        }
+        f = fopen(bad, "wb");
+        fwrite(c, 1, size, f);
+        fclose(f);
+        err[0] = '\0';
+        int rc = cdp_load_weights(bad, &m, q, err, sizeof err);
+        ck_assert(rc == 0 || (rc == -1 && err[0] != '\0' && strchr(err, '\n') == NULL));
+        char out[16];
+        (void)cdp_st_read_meta(bad, "k", out, sizeof out, err, sizeof err);
+    }
+    unlink(path);
+    unlink(bad);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ JSON */
+
+static cdp_json *parse(const char *s)
+{
+    char err[128];
+    return cdp_json_parse(s, strlen(s), NULL, err, sizeof err);
+}
+
+static void expect_bad(const char *s, const char *want)
+{
+    char err[128] = "";
+    cdp_json *v = cdp_json_parse(s, strlen(s), NULL, err, sizeof err);
+    ck_assert_msg(v == NULL, "accepted %s", s);
+    ck_assert_msg(strstr(err, want) != NULL, "%s: err \"%s\" lacks \"%s\"", s, err, want);
+}
+
+START_TEST(test_json_parse)
+{
+    const char *doc = " {\"a\": [1, -2, 3.5, -0.25e2, true, false, null, {\"b\": {}}, []],"
+                      " \"s\": \"q\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\xc3\xbc\","
+                      " \"big\": 9223372036854775807, \"min\": -9223372036854775808,"
+                      " \"huge\": 9223372036854775808, \"e\": 1E3 } \n";
+    cdp_json *v = parse(doc);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(v->type, CDP_JSON_OBJECT);
+    ck_assert_uint_eq(v->n, 6);
+    const cdp_json *a = cdp_json_get(v, "a");
+    ck_assert(a && a->type == CDP_JSON_ARRAY && a->n == 9);
+    ck_assert(a->child[0].type == CDP_JSON_INT && a->child[0].i == 1);
+    ck_assert(a->child[1].type == CDP_JSON_INT && a->child[1].i == -2);
+    ck_assert(a->child[2].type == CDP_JSON_DOUBLE && a->child[2].d == 3.5);
+    ck_assert(a->child[3].type == CDP_JSON_DOUBLE && a->child[3].d == -25.0);
+    ck_assert(a->child[4].type == CDP_JSON_BOOL && a->child[4].boolean == 1);
+    ck_assert(a->child[5].type == CDP_JSON_BOOL && a->child[5].boolean == 0);
+    ck_assert(a->child[6].type == CDP_JSON_NULL);
+    ck_assert(a->child[7].type == CDP_JSON_OBJECT && a->child[7].n == 1);
+    const cdp_json *b = cdp_json_get(&a->child[7], "b");
+    ck_assert(b && b->type == CDP_JSON_OBJECT && b->n == 0);
+    ck_assert(a->child[8].type == CDP_JSON_ARRAY && a->child[8].n == 0);
+    const cdp_json *s = cdp_json_get(v, "s");
+    ck_assert(s && s->type == CDP_JSON_STRING);
+    ck_assert_str_eq(s->str, "q\"\\/\b\f\n\r\t\xc3\xa9\xf0\x9f\x98\x80\xc3\xbc");
+    ck_assert_uint_eq(s->len, strlen(s->str));
+    ck_assert(cdp_json_get(v, "big")->i == INT64_MAX);
+    ck_assert(cdp_json_get(v, "min")->i == INT64_MIN);
+    ck_assert(cdp_json_get(v, "huge")->type == CDP_JSON_DOUBLE);
+    ck_assert(cdp_json_get(v, "e")->type == CDP_JSON_DOUBLE && cdp_json_get(v, "e")->d == 1000.0);
+    ck_assert_ptr_null(cdp_json_get(v, "nope"));
+    ck_assert_ptr_null(cdp_json_get(a, "a"));
+    cdp_json_free(v);
+
+    v = parse("\"x\"");
+    ck_assert(v && v->type == CDP_JSON_STRING);
+    cdp_json_free(v);
+    v = parse("-0");
+    ck_assert(v && v->type == CDP_JSON_INT && v->i == 0);
+    cdp_json_free(v);
+
+    expect_bad("{} x", "trailing characters");
+    expect_bad("[1,]", "unexpected character ']'");
+    expect_bad("{\"a\":1,}", "expected a string key");
+    expect_bad("{\"a\" 1}", "expected ':'");
+    expect_bad("[1 2]", "expected ','");
+    expect_bad("", "unexpected end of input");
+    expect_bad("[1,", "unexpected end of input");
+    expect_bad("{'a':1}", "expected a string key");
+    expect_bad("01", "leading zero");
+    expect_bad("1.", "digit expected after '.'");
+    expect_bad(".5", "unexpected character");
+    expect_bad("+1", "unexpected character");
+    expect_bad("1e", "exponent");
+    expect_bad("1e999", "out of range");
+    expect_bad("NaN", "unexpected character");
+    expect_bad("tru", "invalid literal");
+    expect_bad("nulls", "trailing characters");
+    expect_bad("\"abc", "unterminated string");
+    expect_bad("\"a\\x\"", "invalid escape");
+    expect_bad("\"\\u12g4\"", "invalid \\u escape");
+    expect_bad("\"\\ud800\"", "unpaired high surrogate");
+    expect_bad("\"\\udc00\"", "lone low surrogate");
+    expect_bad("\"\\u0000\"", "\\u0000");
+    expect_bad("\"a\nb\"", "control character");
+    expect_bad("\"\xff\"", "invalid UTF-8");
+    expect_bad("\"\xc0\xaf\"", "invalid UTF-8");      /* overlong */
+    expect_bad("\"\xed\xa0\x80\"", "invalid UTF-8");  /* surrogate */
+    expect_bad("[1] /* c */", "trailing characters");
+
+    /* depth and size limits */
+    char deep[300];
+    memset(deep, '[', 100);
+    memset(deep + 100, ']', 100);
+    deep[200] = '\0';
+    expect_bad(deep, "nesting deeper than 64");
+    cdp_json_limits lim = {128, 0, 0};
+    char err[128];
+    v = cdp_json_parse(deep, strlen(deep), &lim, err, sizeof err);
+    ck_assert_msg(v != NULL, "%s", err);
+    cdp_json_free(v);
+    lim = (cdp_json_limits){0, 10, 0};
+    ck_assert_ptr_null(cdp_json_parse("[1,2,3,4,5,6]", 13, &lim, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "exceeds the limit"));
+    lim = (cdp_json_limits){0, 0, 5};
+    ck_assert_ptr_null(cdp_json_parse("[1,2,3,4,5,6]", 13, &lim, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "more than 5 values"));
+    /* embedded NUL: the length counts, not strlen */
+    ck_assert_ptr_null(cdp_json_parse("[1]\0", 4, NULL, err, sizeof err));
+}
+END_TEST
+
+START_TEST(test_json_write)
+{
+    char buf[256];
+    const char *src = "a\"b\\c\n\t\x01\x7f \xc3\xa9 \xf0\x9f\x98\x80";
+    size_t n = cdp_json_escape(buf, sizeof buf, src);
+    ck_assert_uint_eq(n, strlen(buf));
+    ck_assert_str_eq(buf, "\"a\\\"b\\\\c\\n\\t\\u0001\x7f \xc3\xa9 \xf0\x9f\x98\x80\"");
+    /* round trip through the parser */
+    cdp_json *v = parse(buf);
+    ck_assert(v && v->type == CDP_JSON_STRING);
+    ck_assert_str_eq(v->str, src);
+    cdp_json_free(v);
+    /* invalid UTF-8 becomes U+FFFD */
+    cdp_json_escape(buf, sizeof buf, "x\xff\xc3y");
+    ck_assert_str_eq(buf, "\"x\\ufffd\\ufffdy\"");
+    /* truncation like snprintf */
+    char small[5];
+    n = cdp_json_escape(small, sizeof small, "abcdef");
+    ck_assert_uint_eq(n, 8);
+    ck_assert_str_eq(small, "\"abc");
+    ck_assert_uint_eq(cdp_json_escape(NULL, 0, "ab"), 4);
+
+    /* FILE writers */
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    fputc('[', f);
+    cdp_json_write_string(f, "t\"ab");
+    fputc(',', f);
+    cdp_json_write_double(f, 0.1);
+    fputc(',', f);
+    cdp_json_write_double(f, NAN);
+    fputc(',', f);
+    cdp_json_write_double(f, -INFINITY);
+    fputc(',', f);
+    cdp_json_write_string(f, NULL);
+    fputc(',', f);
+    cdp_json_write_double(f, 1e300);
+    fputc(']', f);
+    rewind(f);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    ck_assert_str_eq(buf, "[\"t\\\"ab\",0.10000000000000001,null,null,null,1.0000000000000001e+300]");
+    v = parse(buf);
+    ck_assert(v && v->n == 6 && v->child[1].d == 0.1 && v->child[5].d == 1e300);
+    cdp_json_free(v);
+}
+END_TEST
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+int main(void)
+{
+    snprintf(g_dir, sizeof g_dir, "/tmp/cdp_test_ckpt_XXXXXX");
+    if (!mkdtemp(g_dir)) {
+        perror("mkdtemp");
+        return EXIT_FAILURE;
+    }
+    Suite *s = suite_create("ckpt");
+    TCase *tw = tcase_create("weights");
+    tcase_add_test(tw, test_round_trip);
+    tcase_add_test(tw, test_metadata);
+    tcase_add_test(tw, test_byte_layout);
+    tcase_add_test(tw, test_generic);
+    tcase_add_test(tw, test_refusals);
+    tcase_add_test(tw, test_garbage_never_crashes);
+    tcase_set_timeout(tw, 120);
+    suite_add_tcase(s, tw);
+    TCase *tj = tcase_create("json");
+    tcase_add_test(tj, test_json_parse);
+    tcase_add_test(tj, test_json_write);
+    suite_add_tcase(s, tj);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

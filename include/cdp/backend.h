@@ -69,6 +69,10 @@ const cdp_backend *cdp_backend_cpu(int threads);
  * OpenMP and BLAS thread pools do not fight.  May not return (execv). */
 void cdp_backend_cpu_preinit(int argc, char **argv);
 
+/* Name of the kernel the BLAS library runs (openblas_get_corename(), e.g.
+ * "SkylakeX", "Haswell", "Prescott"), for the banner. */
+const char *cdp_cpu_blas_kernel(void);
+
 /* GPU backend; NULL with a message in err when this build has no CUDA or no
  * usable device. */
 const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t errlen);

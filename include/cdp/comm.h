@@ -1,1 +1,48 @@
-/* placeholder */
+/* Thin MPI layer: point to point, the few collectives the dp baselines use,
+ * and the counters behind every traffic figure cdp reports.
+ *
+ * How traffic is counted (bytes a rank puts on the wire):
+ *  - a point-to-point send counts its payload once, at the tick it is posted;
+ *  - MPI_Allreduce of n bytes counts 2(P-1)/P * n per rank (ring algorithm:
+ *    reduce-scatter then all-gather);
+ *  - MPI_Bcast and MPI_Reduce of n bytes count (P-1)/P * n per rank
+ *    (scatter + all-gather, reduce-scatter + gather).
+ * Collective calls are counted per call on each rank. */
+#ifndef CDP_COMM_H
+#define CDP_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS, CDP_TAG_STATS };
+
+typedef struct cdp_comm {
+    MPI_Comm comm;
+    int rank, size;
+    int local_rank, local_size;     /* among the ranks on this node */
+    /* counters */
+    int64_t bytes_sent;             /* all traffic, whole run */
+    int64_t collectives;            /* collective calls made through cdp_comm_coll_* */
+    int64_t *tick_bytes;            /* bytes posted per tick of the current segment (or NULL) */
+    int ntick_bytes;
+    int cur_tick;
+} cdp_comm;
+
+int cdp_comm_init(cdp_comm *c, MPI_Comm comm);
+int cdp_comm_tag(int kind, int stage);
+
+/* Nonblocking point to point of n bytes; counted on send. */
+void cdp_comm_isend(cdp_comm *c, const void *buf, size_t n, int peer, int tag, MPI_Request *req);
+void cdp_comm_irecv(cdp_comm *c, void *buf, size_t n, int peer, int tag, MPI_Request *req);
+
+/* Collectives of the dp baselines (counted). */
+void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n);
+void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root);
+void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, int root);
+
+/* Any rank failed?  Every rank passes its own flag; all get the maximum.
+ * For start-up checks outside the training loop (not counted). */
+int cdp_comm_any(cdp_comm *c, int flag);
+
+#endif

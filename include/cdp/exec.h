@@ -1,1 +1,76 @@
-/* placeholder */
+/* The executor: interprets one rank's instruction list (cdp/schedule.h)
+ * with the backend's kernels and nonblocking MPI, progressing outstanding
+ * requests between kernels.  It keeps per stage two parameter versions
+ * (the current one and the one before, for lagging workers), the momentum,
+ * a gradient accumulator and the last full gradient: nothing else. */
+#ifndef CDP_EXEC_H
+#define CDP_EXEC_H
+
+#include <stdint.h>
+#include "cdp/backend.h"
+#include "cdp/comm.h"
+#include "cdp/data.h"
+#include "cdp/model.h"
+#include "cdp/optim.h"
+#include "cdp/schedule.h"
+
+typedef struct cdp_exec_config {
+    const cdp_model *model;
+    const cdp_backend *be;
+    cdp_comm *comm;
+    int N, B;
+    cdp_sgd sgd;
+    const cdp_dataset *train;
+    uint64_t seed;
+    int shuffle;
+    int trace;               /* record one event per instruction */
+} cdp_exec_config;
+
+typedef struct cdp_trace_event {
+    int32_t tick;
+    uint8_t op;
+    int16_t stage;
+    int32_t worker;
+    int32_t step;            /* absolute */
+    double t0, t1;           /* seconds since cdp_exec_create */
+} cdp_trace_event;
+
+typedef struct cdp_exec cdp_exec;
+
+/* init: host parameters P(0) (or the current version when resuming). */
+cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init_params,
+                          char *err, size_t errlen);
+void cdp_exec_destroy(cdp_exec *x);
+
+/* Runs this rank's program of schedule s, whose relative step 0 is the
+ * absolute step k0.  Ends drained: every stage holds P(k0 + K). */
+void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0);
+
+/* Host copy of the parameters at absolute version v (the latest or the one
+ * before it). */
+void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host);
+/* Host copy of the momentum buffer. */
+void cdp_exec_get_momentum(cdp_exec *x, float *host);
+/* Restores a drained state: P(v) and P(v-1) (prev may be NULL when v == 0)
+ * and the momentum. */
+void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *prev,
+                        const float *momentum);
+
+/* Training loss sum, correct predictions and samples of this rank since the
+ * last call (then reset). */
+void cdp_exec_take_train_stats(cdp_exec *x, double *loss_sum, double *correct, int64_t *samples);
+
+/* Per-tick figures of the last segment, this rank: peak live activation
+ * bytes during each tick and bytes sent in each tick (nticks + 1 entries,
+ * the last being the drain). */
+const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n);
+const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n);
+/* Whole-run figures of this rank. */
+int64_t cdp_exec_act_peak(const cdp_exec *x);
+int64_t cdp_exec_act_reserved_peak(const cdp_exec *x);
+int64_t cdp_exec_model_state_bytes(const cdp_exec *x);
+
+/* Recorded trace events (when cfg.trace). */
+const cdp_trace_event *cdp_exec_trace(const cdp_exec *x, size_t *n);
+
+#endif

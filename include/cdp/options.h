@@ -1,1 +1,50 @@
-/* placeholder */
+/* Command-line options of cdp_run: parsing, validation, help text. */
+#ifndef CDP_OPTIONS_H
+#define CDP_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "cdp/schedule.h"
+
+typedef struct cdp_options {
+    char model[256];
+    int stages;              /* 0: one Linear layer per stage */
+    int workers;             /* N; 0: max(4, P) */
+    int batch;               /* B, per worker */
+    cdp_rule rule;
+    cdp_framework framework;
+    int deterministic;
+    int epochs;
+    int64_t steps;           /* 0: epochs * steps_per_epoch */
+    double lr, momentum, weight_decay, lr_gamma;
+    int lr_decay_epochs;
+    uint64_t seed;
+    char data[32];
+    char data_dir[1024];
+    int shuffle;
+    char init_weights[1024];
+    char save_weights[1024];
+    char metrics[1024];
+    char trace[1024];
+    char checkpoint[1024];   /* written at the end, on SIGTERM, and every checkpoint_every epochs */
+    int checkpoint_every;
+    char resume[1024];
+    int threads;             /* per rank; 0: CPUs available / ranks on the node */
+    char backend[16];
+    int plan;                /* print the schedule and figures, do not train */
+    int plan_steps;
+    int verify;              /* also run the serial reference and compare */
+    int eval_every;          /* evaluate the test set every this many epochs (0: only at the end) */
+    int quiet;
+    int help, version;
+} cdp_options;
+
+void cdp_options_defaults(cdp_options *o);
+/* 0 ok; -1 with one line in err. */
+int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t errlen);
+void cdp_options_help(FILE *f);
+/* A hash of every option that must agree across ranks. */
+uint64_t cdp_options_hash(const cdp_options *o);
+
+#endif

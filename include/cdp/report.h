@@ -1,1 +1,50 @@
-/* placeholder */
+/* Measured figures of a run, gathered on rank 0 after each segment (outside
+ * the training loop), and how they are printed: a table on the terminal and
+ * JSON lines for --metrics. */
+#ifndef CDP_REPORT_H
+#define CDP_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "cdp/comm.h"
+#include "cdp/exec.h"
+
+typedef struct cdp_figures {
+    int64_t peak_activation_bytes;          /* max over ticks of the sum over ranks */
+    int64_t peak_activation_bytes_per_rank; /* max over ranks and ticks */
+    int64_t activation_reserved_per_rank;   /* max over ranks: bytes held by the allocator */
+    int64_t bytes_sent_total;
+    int64_t bytes_sent_peak_tick;           /* max over ticks of the sum over ranks */
+    int64_t ticks;
+    int64_t collective_calls;               /* in the training loop, summed over ranks */
+    int64_t model_state_bytes_per_rank;
+    int64_t peak_rss_bytes;                 /* max over ranks (getrusage) */
+    double train_time_s;                    /* wall time inside segments (rank 0) */
+    int64_t steps;
+} cdp_figures;
+
+/* Collective (outside the loop): folds the last segment's per-tick figures
+ * of every rank into f on rank 0. */
+void cdp_figures_add_segment(cdp_figures *f, cdp_comm *c, cdp_exec *x, int64_t steps,
+                             double seconds);
+/* Collective: final per-rank maxima (RSS, model state, collectives). */
+void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x);
+
+typedef struct cdp_epoch_line {
+    int epoch;
+    int64_t step;
+    double lr;
+    double train_loss, train_accuracy;
+    double test_loss, test_accuracy;   /* < 0 when not evaluated */
+    double samples_per_s;
+    double time_s;
+} cdp_epoch_line;
+
+void cdp_report_epoch_text(FILE *f, const cdp_epoch_line *e, int epochs);
+void cdp_report_epoch_json(FILE *f, const cdp_epoch_line *e);
+/* The summary: a table on f (text) and/or one JSON object line on j. */
+void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const char *rule,
+                        const char *framework, int ranks, int N, int L, int B,
+                        double test_loss, double test_accuracy, double samples_per_s);
+
+#endif

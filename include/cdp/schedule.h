@@ -1,1 +1,114 @@
-/* placeholder */
+/* The schedule: a pure function from (N workers, L stages, P ranks, rule,
+ * framework, K steps) to one instruction list per rank.  No MPI, no model:
+ * it can be printed, checked and measured for N and L far beyond a machine.
+ *
+ * Timeline (DESIGN.md section 3): worker i of step s starts at tick
+ * 2L*s + offset(i); its forward of stage l runs at start + l and its
+ * backward of stage l at start + 2L-1-l.  A segment of K steps ends with a
+ * drain at tick `nticks`, where every remaining gradient is applied.
+ *
+ * Versions and steps in instructions are relative to the segment: the
+ * executor adds the segment's first step k0.  Version v of a stage means
+ * its parameters after v updates, P_l(k0 + v); a relative version of -1 is
+ * P_l(k0 - 1) (P_l(0) when k0 = 0). */
+#ifndef CDP_SCHEDULE_H
+#define CDP_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum { CDP_RULE_DP = 0, CDP_RULE_CDP_V1, CDP_RULE_CDP_V2 } cdp_rule;
+typedef enum { CDP_FW_REPLICATED = 0, CDP_FW_MODEL_PARALLEL, CDP_FW_ZERO } cdp_framework;
+
+typedef enum {
+    CDP_OP_FWD = 0,     /* forward of (worker, stage) at version */
+    CDP_OP_BWD,         /* backward of (worker, stage) at version; gradient into the stage's scratch */
+    CDP_OP_ACC,         /* stage accumulator (+)= scratch; CDP_F_FIRST: copy */
+    CDP_OP_SEND_GRAD,   /* partial sum of (stage, step) -> peer (next rank on the worker ring) */
+    CDP_OP_RECV_GRAD,   /* post the receive of the partial sum of (stage, step) from peer */
+    CDP_OP_FINALIZE,    /* full gradient of (stage, step) = accumulator * (1/N) */
+    CDP_OP_SEND_FULL,   /* full gradient of (stage, step) -> peer */
+    CDP_OP_RECV_FULL,   /* post the receive of the full gradient of (stage, step) from peer */
+    CDP_OP_ALLREDUCE,   /* dp: MPI_Allreduce of every accumulator of step, then finalize all */
+    CDP_OP_APPLY,       /* SGD on stage: version-1 -> version, with the full gradient of step version-1 */
+    CDP_OP_SEND_ACT,    /* model-parallel: output of (worker, stage) -> peer */
+    CDP_OP_RECV_ACT,    /* model-parallel: input of (worker, stage) from peer */
+    CDP_OP_SEND_DACT,   /* model-parallel: d input of (worker, stage) -> peer */
+    CDP_OP_RECV_DACT,   /* model-parallel: d output of (worker, stage) from peer */
+    CDP_OP_SEND_PARAMS, /* zero: parameters of (stage, version) -> peer */
+    CDP_OP_RECV_PARAMS, /* zero: post the receive of the parameters of (stage, version) */
+    CDP_OP_BCAST_PARAMS,/* zero dp: MPI_Bcast of (stage, version) from peer (the owner) */
+    CDP_OP_REDUCE_GRAD, /* zero dp: MPI_Reduce of the accumulator of (stage, step) to peer (the owner) */
+    CDP_OP_DROP_PARAMS, /* zero: release the non-owned copy of (stage, version) */
+    CDP_OP_COUNT
+} cdp_opcode;
+
+#define CDP_F_FIRST 1   /* ACC: first contribution, copy instead of add */
+
+typedef struct cdp_instr {
+    int32_t tick;
+    uint8_t op;
+    uint8_t flags;
+    int16_t stage;
+    int32_t worker;     /* -1 when not about one worker */
+    int32_t peer;       /* rank of the other side, -1 when none */
+    int32_t step;       /* relative step this instruction belongs to */
+    int32_t version;    /* relative parameter version (FWD, BWD, APPLY, *_PARAMS) */
+} cdp_instr;
+
+typedef struct cdp_sched_config {
+    int N;              /* workers (micro-batches per step) */
+    int L;              /* stages */
+    int P;              /* ranks */
+    cdp_rule rule;
+    cdp_framework framework;
+    int deterministic;  /* dp: ring reduction in worker order instead of MPI_Allreduce */
+    int K;              /* steps in the segment */
+} cdp_sched_config;
+
+typedef struct cdp_program {
+    cdp_instr *ins;
+    size_t n, cap;
+} cdp_program;
+
+typedef struct cdp_schedule {
+    cdp_sched_config cfg;
+    int nticks;             /* ticks 0 .. nticks-1; the drain is at tick nticks */
+    int ranks_needed;       /* ranks the schedule uses */
+    cdp_program *prog;      /* [P]; only the built ranks are filled */
+    int *worker_rank;       /* [N]: rank of each worker (replicated, zero) */
+    int *stage_owner;       /* [L]: rank owning each stage (zero) */
+    int *slot_rank;         /* [N*L]: rank of (worker, stage) (model-parallel), index i*L + l */
+} cdp_schedule;
+
+const char *cdp_rule_name(cdp_rule r);
+const char *cdp_framework_name(cdp_framework f);
+int cdp_rule_parse(const char *s, cdp_rule *r);
+int cdp_framework_parse(const char *s, cdp_framework *f);
+const char *cdp_opcode_name(int op);
+
+/* offset(i): 0 for dp, floor(i*2L/N) for cdp-v1/v2. */
+int cdp_offset(int N, int L, cdp_rule rule, int i);
+/* lag(i, l) of DESIGN.md section 4: 0 or 1. */
+int cdp_lag(int N, int L, cdp_rule rule, int i, int l);
+
+/* Ranks the configuration needs (model-parallel depends on N, L, rule;
+ * replicated and zero use P). */
+int cdp_schedule_ranks_needed(const cdp_sched_config *c);
+
+/* Builds the programs of rank `only_rank` (or of every rank when -1).
+ * Returns 0, or -1 with one line in err (e.g. too few ranks). */
+int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s,
+                       char *err, size_t errlen);
+void cdp_schedule_free(cdp_schedule *s);
+
+/* One instruction as text, e.g. "t=12 BWD w=2 l=0 v=1". */
+void cdp_instr_format(const cdp_instr *in, char *buf, size_t len);
+/* The whole program of a rank, one instruction a line. */
+void cdp_schedule_dump(FILE *f, const cdp_schedule *s, int rank);
+
+/* Internal: append one instruction to a program (used by the builders). */
+void cdp_program_push(cdp_program *p, cdp_instr in);
+
+#endif

@@ -1,1 +1,299 @@
-int main(void){return 0;}
+/* cdp_run: trains an MLP with dp, cdp-v1 or cdp-v2 over MPI.
+ * Every rank parses the same options, loads the same data and builds its
+ * own instruction list; any failure is agreed on by all ranks, reported
+ * once (by the lowest failing rank) and ends every rank with exit code 1. */
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <mpi.h>
+#include "config.h"
+#include "cdp/backend.h"
+#include "cdp/ckpt.h"
+#include "cdp/comm.h"
+#include "cdp/data.h"
+#include "cdp/exec.h"
+#include "cdp/model.h"
+#include "cdp/options.h"
+#include "cdp/plan.h"
+#include "cdp/reference.h"
+#include "cdp/report.h"
+#include "cdp/schedule.h"
+#include "cdp/trace.h"
+
+static cdp_comm comm;
+
+/* 1 when any rank failed; the lowest failing rank prints its message. */
+static int any_failed(int failed, const char *msg)
+{
+    int key = failed ? comm.rank : comm.size, lowest;
+    MPI_Allreduce(&key, &lowest, 1, MPI_INT, MPI_MIN, comm.comm);
+    if (lowest == comm.size)
+        return 0;
+    if (comm.rank == lowest)
+        fprintf(stderr, "cdp_run: error: %s\n", msg);
+    return 1;
+}
+
+#define FAIL_IF(cond, msg) do { if (any_failed((cond), (msg))) { MPI_Finalize(); return 1; } } while (0)
+
+static double wall(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int default_threads(void)
+{
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int avail = (int)online;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        avail = CPU_COUNT(&set);
+    if (avail < online)          /* bound by the launcher: use what we were given */
+        return avail > 0 ? avail : 1;
+    int t = avail / (comm.local_size > 0 ? comm.local_size : 1);
+    return t > 0 ? t : 1;
+}
+
+static int evaluate(const cdp_backend *be, const cdp_model *m, const float *host_params,
+                    const cdp_dataset *test, double *loss, double *acc)
+{
+    float *p = be->alloc(m->nparams * sizeof(float));
+    if (!p) return -1;
+    be->to_device(p, host_params, m->nparams * sizeof(float));
+    double ls = 0, corr = 0;
+    cdp_model_evaluate(be, m, p, test->pixels, test->labels, test->n, 1000, &ls, &corr);
+    be->free(p);
+    *loss = ls / (double)test->n;
+    *acc = corr / (double)test->n;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cdp_backend_cpu_preinit(argc, argv);
+    MPI_Init(&argc, &argv);
+    cdp_comm_init(&comm, MPI_COMM_WORLD);
+    const int root = comm.rank == 0;
+    char err[1024] = "";
+
+    cdp_options o;
+    cdp_options_defaults(&o);
+    int bad = cdp_options_parse(&o, argc, argv, err, sizeof err);
+    FAIL_IF(bad, err);
+    if (o.help || o.version) {
+        if (root) {
+            if (o.help) cdp_options_help(stdout);
+            else printf("cdp_run (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        }
+        MPI_Finalize();
+        return 0;
+    }
+    /* the same options on every rank, or nothing */
+    uint64_t h = cdp_options_hash(&o), hmin, hmax;
+    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, comm.comm);
+    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, comm.comm);
+    FAIL_IF(hmin != hmax, "the ranks were started with different options");
+
+    const int P = comm.size;
+    const int N = o.workers ? o.workers : (P > 4 ? P : 4);
+    cdp_model model;
+    bad = cdp_model_parse(o.model, o.stages, &model, err, sizeof err);
+    FAIL_IF(bad, err);
+    const int L = model.nstages;
+    cdp_sched_config sc = { N, L, P, o.rule, o.framework, o.deterministic, 1 };
+
+    if (o.plan) {
+        sc.K = o.plan_steps;
+        if (root)
+            bad = cdp_plan_print(stdout, &sc, &model, o.batch, err, sizeof err);
+        MPI_Bcast(&bad, 1, MPI_INT, 0, comm.comm);
+        FAIL_IF(bad && root, err);
+        FAIL_IF(bad, "--plan failed");
+        MPI_Finalize();
+        return 0;
+    }
+    {   /* configuration errors the schedule would find, before loading data */
+        cdp_schedule probe;
+        sc.K = 1;
+        bad = cdp_schedule_build(&sc, comm.rank, &probe, err, sizeof err);
+        if (!bad) cdp_schedule_free(&probe);
+        FAIL_IF(bad, err);
+    }
+
+    const int threads = o.threads ? o.threads : default_threads();
+    const cdp_backend *be = NULL;
+    if (!strcmp(o.backend, "cuda"))
+        be = cdp_backend_cuda(comm.local_rank, err, sizeof err);
+    else
+        be = cdp_backend_cpu(threads);
+    FAIL_IF(!be, err);
+
+    cdp_data data;
+    memset(&data, 0, sizeof data);
+    bad = cdp_data_load(o.data, o.data_dir, o.seed, &data, err, sizeof err);
+    FAIL_IF(bad, err);
+    if (!bad && data.train.dim != model.dims[0])
+        snprintf(err, sizeof err, "--model %s takes %d inputs but %s images have %d values",
+                 o.model, model.dims[0], data.name, data.train.dim), bad = 1;
+    else if (!bad && data.train.classes > model.dims[model.nlayers])
+        snprintf(err, sizeof err, "--model %s has %d outputs but %s has %d classes",
+                 o.model, model.dims[model.nlayers], data.name, data.train.classes), bad = 1;
+    FAIL_IF(bad, err);
+    {
+        int64_t d[3] = { data.train.n, data.test.n, data.train.dim }, dmin[3], dmax[3];
+        MPI_Allreduce(d, dmin, 3, MPI_INT64_T, MPI_MIN, comm.comm);
+        MPI_Allreduce(d, dmax, 3, MPI_INT64_T, MPI_MAX, comm.comm);
+        FAIL_IF(memcmp(dmin, dmax, sizeof d), "the ranks loaded data sets of different sizes");
+    }
+    const int64_t spe = data.train.n / ((int64_t)N * o.batch);
+    snprintf(err, sizeof err, "one step takes %d workers x %d samples = %lld, more than the "
+             "%lld training samples", N, o.batch, (long long)N * o.batch, (long long)data.train.n);
+    FAIL_IF(spe < 1, err);
+    const int64_t total = o.steps ? o.steps : (int64_t)o.epochs * spe;
+    const int nepochs = (int)((total + spe - 1) / spe);
+
+    float *params = malloc(model.nparams * sizeof(float));
+    float *final_params = malloc(model.nparams * sizeof(float));
+    float *init_params = malloc(model.nparams * sizeof(float));
+    if (!params || !final_params || !init_params) abort();
+    cdp_model_init(&model, o.seed, params);
+    if (o.init_weights[0]) {
+        bad = cdp_load_weights(o.init_weights, &model, params, err, sizeof err);
+        FAIL_IF(bad, err);
+    }
+    memcpy(init_params, params, model.nparams * sizeof(float));
+
+    cdp_exec_config xc = {
+        .model = &model, .be = be, .comm = &comm, .N = N, .B = o.batch,
+        .sgd = { o.lr, o.momentum, o.weight_decay, o.lr_decay_epochs, o.lr_gamma, spe },
+        .train = &data.train, .seed = o.seed, .shuffle = o.shuffle, .trace = o.trace[0] != 0,
+    };
+    cdp_exec *x = cdp_exec_create(&xc, params, err, sizeof err);
+    FAIL_IF(!x, err);
+
+    FILE *metrics = NULL;
+    if (root && o.metrics[0]) {
+        metrics = fopen(o.metrics, "w");
+        if (!metrics) snprintf(err, sizeof err, "--metrics %s: cannot open for writing", o.metrics);
+    }
+    FAIL_IF(root && o.metrics[0] && !metrics, err);
+
+    if (root && !o.quiet) {
+        printf("cdp %s: rule %s, framework %s, %d rank%s x %d thread%s, N=%d workers x B=%d, "
+               "L=%d stages, %s\n", PACKAGE_VERSION, cdp_rule_name(o.rule),
+               cdp_framework_name(o.framework), P, P > 1 ? "s" : "", threads,
+               threads > 1 ? "s" : "", N, o.batch, L, o.model);
+        printf("data %s: %lld train, %lld test; %lld steps/epoch, %lld steps; backend %s\n",
+               data.name, (long long)data.train.n, (long long)data.test.n, (long long)spe,
+               (long long)total, be->describe());
+        fflush(stdout);
+    }
+
+    cdp_figures fig;
+    memset(&fig, 0, sizeof fig);
+    cdp_schedule sched;
+    memset(&sched, 0, sizeof sched);
+    int sched_K = 0;
+    double test_loss = -1, test_acc = -1, samples_s = 0;
+    int64_t k = 0;
+    double t_run = 0;
+    for (int e = 0; e < nepochs && k < total; e++) {
+        int64_t k1 = (int64_t)(e + 1) * spe;
+        if (k1 > total) k1 = total;
+        const int K = (int)(k1 - k);
+        if (K != sched_K) {
+            if (sched_K) cdp_schedule_free(&sched);
+            sc.K = K;
+            if (cdp_schedule_build(&sc, comm.rank, &sched, err, sizeof err)) {
+                fprintf(stderr, "cdp_run: error: %s\n", err);
+                MPI_Abort(comm.comm, 1);
+            }
+            sched_K = K;
+        }
+        double t0 = wall();
+        cdp_exec_run(x, &sched, k);
+        double dt = wall() - t0, dtmax;
+        MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm.comm);
+        t_run += dtmax;
+        cdp_figures_add_segment(&fig, &comm, x, K, dtmax);
+        k = k1;
+
+        double st[3], sum[3];
+        int64_t ns;
+        cdp_exec_take_train_stats(x, &st[0], &st[1], &ns);
+        st[2] = (double)ns;
+        MPI_Reduce(st, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
+        if (root) {
+            cdp_epoch_line line = { e + 1, k, cdp_sgd_lr(&xc.sgd, k - 1), sum[0] / sum[2],
+                                    sum[1] / sum[2], -1, -1, (double)K * N * o.batch / dtmax, dtmax };
+            samples_s = (double)fig.steps * N * o.batch / fig.train_time_s;
+            if ((o.eval_every && (e + 1) % o.eval_every == 0) || k == total) {
+                cdp_exec_get_params(x, k, params);
+                evaluate(be, &model, params, &data.test, &line.test_loss, &line.test_accuracy);
+                test_loss = line.test_loss;
+                test_acc = line.test_accuracy;
+            }
+            if (!o.quiet) cdp_report_epoch_text(stdout, &line, nepochs);
+            if (metrics) cdp_report_epoch_json(metrics, &line);
+        }
+    }
+    cdp_figures_finish(&fig, &comm, x);
+    cdp_exec_get_params(x, total, final_params);
+
+    bad = 0;
+    if (root && o.save_weights[0]) {
+        char step[32];
+        snprintf(step, sizeof step, "%lld", (long long)total);
+        const char *meta[] = { "format", "pt", "producer", "cdp " PACKAGE_VERSION, "rule",
+                               cdp_rule_name(o.rule), "step", step, NULL };
+        bad = cdp_save_weights(o.save_weights, &model, final_params, meta, err, sizeof err);
+    }
+    FAIL_IF(bad, err);
+    if (o.trace[0]) {
+        bad = cdp_trace_write(&comm, x, o.trace, err, sizeof err);
+        FAIL_IF(bad, err);
+    }
+    if (root) {
+        cdp_report_summary(o.quiet ? NULL : stdout, metrics, &fig, cdp_rule_name(o.rule),
+                           cdp_framework_name(o.framework), P, N, L, o.batch, test_loss, test_acc,
+                           samples_s);
+        if (o.quiet)
+            printf("test_accuracy %.4f step_time_s %.6f\n", test_acc,
+                   fig.steps ? fig.train_time_s / (double)fig.steps : 0.0);
+    }
+    int verify_failed = 0;
+    if (o.verify && root) {
+        cdp_reference_config rc = { be, &model, N, o.batch, o.rule, xc.sgd, &data.train,
+                                    o.seed, o.shuffle, total };
+        if (cdp_reference_run(&rc, init_params, err, sizeof err)) {
+            verify_failed = 1;
+        } else {
+            size_t nd;
+            double rel = cdp_max_rel_diff(final_params, init_params, model.nparams, &nd);
+            printf("verify: serial reference after %lld steps: max relative difference %.3g, "
+                   "%zu of %zu values differ bitwise\n", (long long)total, rel, nd, model.nparams);
+            int exact = o.rule != CDP_RULE_DP || o.deterministic;
+            if ((exact && nd) || rel > 1e-5) {
+                snprintf(err, sizeof err, "--verify: the run differs from the serial reference "
+                         "(%s)", exact ? "bitwise equality expected" : "relative 1e-5 expected");
+                verify_failed = 1;
+            }
+        }
+    }
+    FAIL_IF(verify_failed, err);
+    (void)t_run;
+    if (metrics) fclose(metrics);
+    if (sched_K) cdp_schedule_free(&sched);
+    cdp_exec_destroy(x);
+    cdp_data_free(&data);
+    free(params); free(final_params); free(init_params);
+    MPI_Finalize();
+    return 0;
+}

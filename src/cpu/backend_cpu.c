@@ -1,1 +1,94 @@
-/* placeholder */ typedef int cdp_placeholder_backend_cpu;
+/* The CPU backend: host memory (64-byte aligned) and the kernels of
+ * kernels_cpu.c, behind the cdp_backend interface. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp/backend.h"
+#include "cpu_internal.h"
+
+static void *cpu_alloc(size_t bytes)
+{
+    /* aligned_alloc wants a multiple of the alignment */
+    size_t n = (bytes + 63) / 64 * 64;
+    if (n < bytes)
+        return NULL;
+    return aligned_alloc(64, n ? n : 64);
+}
+
+static void cpu_free(void *p)
+{
+    free(p);
+}
+
+static void cpu_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes && dst != src)
+        memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(void *dst, size_t bytes)
+{
+    if (bytes)
+        memset(dst, 0, bytes);
+}
+
+static void cpu_sync(void)
+{
+}
+
+static char cpu_desc[256];
+
+static const char *cpu_describe(void)
+{
+    return cpu_desc;
+}
+
+static const cdp_backend cpu_backend = {
+    .name = "cpu",
+    .host_memory = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .linear_fwd = cdp_cpu_linear_fwd,
+    .relu_fwd = cdp_cpu_relu_fwd,
+    .relu_bwd = cdp_cpu_relu_bwd,
+    .linear_bwd = cdp_cpu_linear_bwd,
+    .xent = cdp_cpu_xent,
+    .add = cdp_cpu_add,
+    .scale = cdp_cpu_scale,
+    .sgd = cdp_cpu_sgd,
+    .pixels_to_input = cdp_cpu_pixels_to_input,
+    .describe = cpu_describe,
+};
+
+/* threads <= 0: one thread per CPU of this process's affinity mask.  Both
+ * pools (OpenBLAS and OpenMP) get the same count; they never run at the same
+ * time (the kernels call them one after the other). */
+const cdp_backend *cdp_backend_cpu(int threads)
+{
+    int cpus = cdp_cpu_affinity_count();
+    if (threads <= 0)
+        threads = cpus;
+    cdp_cpu_set_threads(threads);
+
+    const char *wait = getenv("OMP_WAIT_POLICY");
+    const char *note = cdp_cpu_preinit_note();
+    int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s, %d thread%s",
+                     cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), threads,
+                     threads == 1 ? "" : "s");
+    if (n > 0 && (size_t)n < sizeof cpu_desc && threads > cpus)
+        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n,
+                      " on %d CPU%s (oversubscribed: mpirun --bind-to none, or fewer threads)",
+                      cpus, cpus == 1 ? "" : "s");
+    if (n > 0 && (size_t)n < sizeof cpu_desc)
+        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", OMP_WAIT_POLICY %s",
+                      wait ? wait : "default");
+    if (n > 0 && (size_t)n < sizeof cpu_desc && note[0])
+        snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, " (set by cdp: %s)", note);
+    return &cpu_backend;
+}

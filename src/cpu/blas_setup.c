@@ -1,1 +1,181 @@
-/* placeholder */ typedef int cdp_placeholder_blas_setup;
+/* Process set-up for the CPU backend, before MPI_Init (PERFORMANCE.md, traps
+ * 1 and 2), and the identification of the BLAS library for the banner.
+ *
+ * Trap 1: OpenBLAS (DYNAMIC_ARCH build) picks its kernels when the library is
+ * loaded.  On some CPUs it does not recognise the model and falls back to a
+ * generic kernel ("Prescott": SSE3, ~32 GFLOP/s per thread where the AVX-512
+ * "SkylakeX" kernel gives ~130-160).  The only cure is OPENBLAS_CORETYPE in
+ * the environment *before* the library loads, hence a re-exec of the program.
+ *
+ * Trap 2: OpenBLAS (pthread build) and libgomp each keep a thread pool whose
+ * idle threads spin.  libgomp's default spins for ~300,000 iterations (about
+ * a millisecond or more) after every parallel region, so an OpenMP loop
+ * between two sgemm calls leaves an OpenMP thread burning the core that the
+ * next sgemm's OpenBLAS worker needs.  PERFORMANCE.md: sgemm + OpenMP
+ * bias/ReLU loop 4,336 us (OpenMP 2 + OpenBLAS 2 threads) vs 1,248 us with
+ * OMP_WAIT_POLICY=PASSIVE; our own measurement with bench/sgemm_limit.c
+ * (--interleave, 128x1024x1024 NT sgemm then a 128x1024 ReLU loop, 2+2
+ * threads) is reported in bench/README.  We choose PASSIVE: an OpenMP
+ * thread then sleeps (futex) as soon as its loop ends; its wake-up cost is
+ * paid only by loops above CDP_CPU_OMP_MIN elements, which are long enough
+ * to amortise it.  libgomp reads OMP_WAIT_POLICY in its load-time
+ * constructor, so setting it also requires the re-exec; both settings are
+ * made in a single re-exec, and only when one of them is missing.  A value
+ * the user set (OPENBLAS_CORETYPE, OMP_WAIT_POLICY) is always respected. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <cblas.h>
+#include <omp.h>
+
+#include "cdp/backend.h"
+#include "cpu_internal.h"
+
+#define GUARD "CDP_REEXEC"
+
+int cdp_cpu_affinity_count(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void cdp_cpu_set_threads(int threads)
+{
+    if (threads < 1)
+        threads = 1;
+    openblas_set_num_threads(threads);
+    omp_set_num_threads(threads);
+    cdp_cpu_omp_threads = threads;
+}
+
+const char *cdp_cpu_blas_kernel(void)
+{
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
+const char *cdp_cpu_blas_version(void)
+{
+    /* openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." */
+    static char v[64];
+    if (!v[0]) {
+        const char *cfg = openblas_get_config();
+        if (!cfg)
+            cfg = "OpenBLAS";
+        int words = 0;
+        size_t k = 0;
+        for (; cfg[k] && k < sizeof v - 1; k++) {
+            if (cfg[k] == ' ' && ++words == 2)
+                break;
+            v[k] = cfg[k];
+        }
+        v[k] = '\0';
+    }
+    return v;
+}
+
+const char *cdp_cpu_preinit_note(void)
+{
+    const char *g = getenv(GUARD);
+    return g && strcmp(g, "1") != 0 ? g : "";
+}
+
+/* Kernel classes: 3 AVX-512, 2 AVX2/FMA, 1 AVX, 0 older or generic. */
+static int core_rank(const char *core)
+{
+    static const char *const r3[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    static const char *const r2[] = {"Haswell", "Zen", "Excavator", "Steamroller"};
+    static const char *const r1[] = {"Sandybridge", "Bulldozer", "Piledriver"};
+    for (size_t k = 0; k < sizeof r3 / sizeof *r3; k++)
+        if (!strcasecmp(core, r3[k]))
+            return 3;
+    for (size_t k = 0; k < sizeof r2 / sizeof *r2; k++)
+        if (!strcasecmp(core, r2[k]))
+            return 2;
+    for (size_t k = 0; k < sizeof r1 / sizeof *r1; k++)
+        if (!strcasecmp(core, r1[k]))
+            return 1;
+    return 0;
+}
+
+/* The kernel this CPU supports, when the library runs a generic or pre-AVX2
+ * one; NULL when the library's choice is fine. */
+static const char *better_core(const char *core)
+{
+    __builtin_cpu_init();
+    int rank = core_rank(core);
+    if (rank >= 2)
+        return NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+    return NULL;
+}
+
+void cdp_backend_cpu_preinit(int argc, char **argv)
+{
+    const char *core = cdp_cpu_blas_kernel();
+    const char *want = better_core(core);
+    const char *cfg = openblas_get_config();
+    int dynamic = cfg && strstr(cfg, "DYNAMIC_ARCH") != NULL;
+
+    if (getenv(GUARD)) {
+        /* second run: whatever we could do has been done */
+        if (want)
+            fprintf(stderr, "cdp: warning: OpenBLAS runs the generic '%s' kernel on a CPU "
+                    "that supports '%s' (OPENBLAS_CORETYPE=%s had no effect); "
+                    "sgemm will be several times slower\n", core, want,
+                    getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
+        return;
+    }
+
+    int set_core = want && dynamic && !getenv("OPENBLAS_CORETYPE");
+    int set_wait = !getenv("OMP_WAIT_POLICY");
+    if (want && !set_core)
+        fprintf(stderr, "cdp: warning: OpenBLAS runs the generic '%s' kernel on a CPU that "
+                "supports '%s'%s; sgemm will be several times slower\n", core, want,
+                getenv("OPENBLAS_CORETYPE") ? " although OPENBLAS_CORETYPE is set"
+                : " and this OpenBLAS cannot switch (no DYNAMIC_ARCH)");
+    if (!set_core && !set_wait)
+        return;
+    if (argc < 1 || !argv || !argv[0]) {
+        fprintf(stderr, "cdp: warning: cannot re-execute without argv; "
+                "OPENBLAS_CORETYPE / OMP_WAIT_POLICY left as they are\n");
+        return;
+    }
+
+    char note[128];
+    snprintf(note, sizeof note, "%s%s%s%s", set_core ? "OPENBLAS_CORETYPE=" : "",
+             set_core ? want : "", set_core && set_wait ? " " : "",
+             set_wait ? "OMP_WAIT_POLICY=PASSIVE" : "");
+    if (set_core)
+        setenv("OPENBLAS_CORETYPE", want, 1);
+    if (set_wait)
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    setenv(GUARD, note, 1);
+    fflush(stdout);
+    fflush(stderr);
+    execv("/proc/self/exe", argv);
+
+    int e = errno;
+    unsetenv(GUARD);
+    if (set_core)
+        unsetenv("OPENBLAS_CORETYPE");
+    if (set_wait)
+        unsetenv("OMP_WAIT_POLICY");
+    fprintf(stderr, "cdp: warning: could not re-execute the program to set %s (%s); "
+            "continuing without\n", note, strerror(e));
+}

@@ -1,0 +1,50 @@
+/* Internal interface of the CPU backend (src/cpu only).
+ *
+ * kernels_cpu.c   the kernels (OpenBLAS sgemm + OpenMP elementwise loops)
+ * backend_cpu.c   the cdp_backend struct, memory, thread set-up, describe()
+ * blas_setup.c    process set-up before MPI_Init (BLAS kernel, OpenMP wait
+ *                 policy) and the BLAS identification for the banner
+ *
+ * Nothing outside src/cpu includes this file or calls OpenBLAS. */
+#ifndef CDP_CPU_INTERNAL_H
+#define CDP_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Elementwise loops shorter than this run serially: below it an OpenMP fork
+ * (futex wake-up of passive threads, ~10-30 us) costs more than it saves on
+ * these memory-bound loops.  Measured on the 2-core development machines
+ * (see the comment in kernels_cpu.c). */
+#define CDP_CPU_OMP_MIN 262144
+
+/* ---- kernels (kernels_cpu.c) ---- */
+void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
+                        const float *b, float *y);
+void cdp_cpu_relu_fwd(size_t n, float *y);
+void cdp_cpu_relu_bwd(size_t n, const float *y, float *dy);
+void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
+                        const float *dy, float *dx, float *dW, float *db);
+void cdp_cpu_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
+void cdp_cpu_add(size_t n, float *acc, const float *x);
+void cdp_cpu_scale(size_t n, float *x, float a);
+void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+                 float *buf, float lr, float mu, float wd, int first);
+void cdp_cpu_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
+
+/* Number of OpenMP threads the elementwise kernels may use (set by
+ * cdp_backend_cpu). */
+extern int cdp_cpu_omp_threads;
+
+/* ---- BLAS / process set-up (blas_setup.c) ---- */
+/* CPUs in this process's affinity mask (>= 1). */
+int cdp_cpu_affinity_count(void);
+/* Sets the thread count of both pools (OpenBLAS and OpenMP). */
+void cdp_cpu_set_threads(int threads);
+/* "OpenBLAS 0.3.21" (version words of openblas_get_config()). */
+const char *cdp_cpu_blas_version(void);
+/* What cdp_backend_cpu_preinit changed in the environment, e.g.
+ * "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE", or "" */
+const char *cdp_cpu_preinit_note(void);
+
+#endif

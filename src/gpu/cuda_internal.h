@@ -1,0 +1,75 @@
+/* Internal to the CUDA backend (the .cu files in src/gpu): the shared
+ * device state and the error-checking macros.  C++ (nvcc) only. */
+#ifndef CDP_CUDA_INTERNAL_H
+#define CDP_CUDA_INTERNAL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+
+extern "C" {
+#include "cdp/backend.h"
+}
+
+/* One device per process, one compute stream, one cuBLAS handle. */
+struct cdp_cuda_state {
+    int initialized;
+    int device;
+    int ndevices;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cudaDeviceProp prop;
+};
+extern cdp_cuda_state cdp_cuda_g;
+
+/* A GPU error in the middle of training cannot be recovered from: name the
+ * call, print one line, abort(). */
+[[noreturn]] void cdp_cuda_fail(const char *call, const char *what,
+                                const char *file, int line);
+
+#define CDP_CUDA_CHECK(call)                                                   \
+    do {                                                                       \
+        cudaError_t cdp_e_ = (call);                                           \
+        if (cdp_e_ != cudaSuccess)                                             \
+            cdp_cuda_fail(#call, cudaGetErrorString(cdp_e_), __FILE__, __LINE__); \
+    } while (0)
+
+#define CDP_CUBLAS_CHECK(call)                                                 \
+    do {                                                                       \
+        cublasStatus_t cdp_s_ = (call);                                        \
+        if (cdp_s_ != CUBLAS_STATUS_SUCCESS)                                   \
+            cdp_cuda_fail(#call, cublasGetStatusString(cdp_s_), __FILE__, __LINE__); \
+    } while (0)
+
+/* After a kernel launch: launch-configuration errors are reported at once;
+ * errors raised while the kernel runs surface at the next checked call. */
+#define CDP_CUDA_LAUNCHED(name)                                                \
+    do {                                                                       \
+        cudaError_t cdp_e_ = cudaGetLastError();                               \
+        if (cdp_e_ != cudaSuccess)                                             \
+            cdp_cuda_fail(name " <<<launch>>>", cudaGetErrorString(cdp_e_),     \
+                          __FILE__, __LINE__);                                 \
+    } while (0)
+
+/* Host-to-device copy on the stream; waits when the source is page-locked
+ * (so the caller may reuse its buffer on return, whatever memory it is). */
+void cdp_cuda_h2d(void *dst, const void *host_src, size_t bytes);
+/* Whether p is memory a kernel may dereference (device or managed). */
+int cdp_cuda_is_device_ptr(const void *p);
+
+/* Kernels (kernels.cu), installed into the backend struct by backend_cuda.cu. */
+void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
+                         const float *b, float *y);
+void cdp_cuda_relu_fwd(size_t n, float *y);
+void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy);
+void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
+                         const float *dy, float *dx, float *dW, float *db);
+void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
+void cdp_cuda_add(size_t n, float *acc, const float *x);
+void cdp_cuda_scale(size_t n, float *x, float a);
+void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+                  float *buf, float lr, float mu, float wd, int first);
+void cdp_cuda_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
+
+#endif

@@ -1,0 +1,375 @@
+/* The CUDA backend's kernels: cuBLAS SGEMM for the Linear layers, small
+ * CUDA kernels for the rest.
+ *
+ * Determinism: everything runs on one stream; no kernel uses atomics or
+ * timing-dependent reduction orders.  Reductions (bias gradient, softmax
+ * sums, loss statistics) are done in a fixed order by a fixed thread layout,
+ * so the same call on the same inputs gives the same bits every time.
+ * cuBLAS SGEMM is bit-reproducible for a given toolkit, GPU architecture and
+ * SM count on a single stream (atomics disabled, default FP32 math: no TF32).
+ *
+ * Element-wise arithmetic uses the explicitly rounded intrinsics (__fmul_rn,
+ * __fadd_rn, __fdiv_rn) where the CPU backend's formula has several
+ * operations, so that nvcc does not contract them into FMAs and the results
+ * match the CPU (and PyTorch's SGD) formula operation for operation. */
+#include <cfloat>
+#include <climits>
+#include <cmath>
+
+#include "cuda_internal.h"
+
+#define CDP_THREADS 256
+
+static unsigned grid_for(size_t n)
+{
+    size_t blocks = (n + CDP_THREADS - 1) / CDP_THREADS;
+    size_t cap = (size_t)(cdp_cuda_g.prop.multiProcessorCount > 0
+                              ? cdp_cuda_g.prop.multiProcessorCount : 80) * 32;
+    if (blocks > cap)
+        blocks = cap;
+    return (unsigned)(blocks ? blocks : 1);
+}
+
+#define GRID_STRIDE(i, n)                                                      \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* ---------------------------------------------------------------- Linear */
+
+/* y[r, j] = b[j] for every row r (then SGEMM accumulates with beta = 1). */
+__global__ static void k_bias_rows(size_t n, int out, const float *__restrict__ b,
+                                   float *__restrict__ y)
+{
+    GRID_STRIDE(i, n)
+        y[i] = b[i % (size_t)out];
+}
+
+void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
+                         const float *b, float *y)
+{
+    if (B <= 0 || out <= 0)
+        return;
+    size_t n = (size_t)B * (size_t)out;
+    float beta = 0.0f;
+    if (b) {
+        k_bias_rows<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, out, b, y);
+        CDP_CUDA_LAUNCHED("k_bias_rows");
+        beta = 1.0f;
+    }
+    if (in <= 0) {
+        if (!b)
+            CDP_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof(float), cdp_cuda_g.stream));
+        return;
+    }
+    /* Row-major y[B,out] = x[B,in] W[out,in]^T is, read column-major,
+     * y^T[out,B] = W^T^T x^T: C(out x B) = op_T(W as in x out) * x^T(in x B). */
+    const float one = 1.0f;
+    CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_T, CUBLAS_OP_N,
+                                 out, B, in, &one, W, in, x, in, &beta, y, out));
+}
+
+/* db[j] = sum over rows r = 0, 1, ..., B-1 of dy[r, j], in that order: one
+ * thread per column (coalesced across the warp), no atomics. */
+__global__ static void k_colsum(int B, int out, const float *__restrict__ dy,
+                                float *__restrict__ db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out)
+        return;
+    float s = 0.0f;
+    const float *p = dy + j;
+    for (int r = 0; r < B; r++, p += out)
+        s = __fadd_rn(s, *p);
+    db[j] = s;
+}
+
+void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
+                         const float *dy, float *dx, float *dW, float *db)
+{
+    if (out <= 0)
+        return;
+    const float one = 1.0f, zero = 0.0f;
+    if (B <= 0) {
+        /* No rows: the gradients are zero (they are overwritten, not summed). */
+        if (in > 0 && dW)
+            CDP_CUDA_CHECK(cudaMemsetAsync(dW, 0, (size_t)out * in * sizeof(float),
+                                           cdp_cuda_g.stream));
+        if (db)
+            CDP_CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)out * sizeof(float),
+                                           cdp_cuda_g.stream));
+        return;
+    }
+    if (in > 0 && dW) {
+        /* Row-major dW[out,in] = dy^T x, column-major dW^T[in,out] = x^T dy:
+         * C(in x out) = x^T(in x B, ld in) * op_T(dy^T as out x B, ld out). */
+        CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_N, CUBLAS_OP_T,
+                                     in, out, B, &one, x, in, dy, out, &zero, dW, in));
+    }
+    if (db) {
+        unsigned g = (unsigned)((out + CDP_THREADS - 1) / CDP_THREADS);
+        k_colsum<<<g, CDP_THREADS, 0, cdp_cuda_g.stream>>>(B, out, dy, db);
+        CDP_CUDA_LAUNCHED("k_colsum");
+    }
+    if (dx && in > 0) {
+        /* Row-major dx[B,in] = dy[B,out] W[out,in], column-major
+         * dx^T(in x B) = W^T(in x out, ld in) * dy^T(out x B, ld out). */
+        CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_N, CUBLAS_OP_N,
+                                     in, B, out, &one, W, in, dy, out, &zero, dx, in));
+    }
+}
+
+/* ---------------------------------------------------------------- element-wise */
+
+__global__ static void k_relu_fwd(size_t n, float *y)
+{
+    GRID_STRIDE(i, n) {
+        float v = y[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+__global__ static void k_relu_bwd(size_t n, const float *__restrict__ y,
+                                  float *__restrict__ dy)
+{
+    GRID_STRIDE(i, n)
+        if (!(y[i] > 0.0f))
+            dy[i] = 0.0f;
+}
+
+__global__ static void k_add(size_t n, float *__restrict__ acc, const float *__restrict__ x)
+{
+    GRID_STRIDE(i, n)
+        acc[i] = __fadd_rn(acc[i], x[i]);
+}
+
+__global__ static void k_scale(size_t n, float *x, float a)
+{
+    GRID_STRIDE(i, n)
+        x[i] = __fmul_rn(x[i], a);
+}
+
+/* torch.optim.SGD (no dampening, no Nesterov):
+ *   d = g + wd*theta; buf = first ? d : mu*buf + d; theta_out = theta_in - lr*buf
+ * theta_out may alias theta_in (each element is read before it is written). */
+__global__ static void k_sgd(size_t n, const float *theta_in, float *theta_out,
+                             const float *__restrict__ g, float *__restrict__ buf,
+                             float lr, float mu, float wd, int first)
+{
+    GRID_STRIDE(i, n) {
+        float t = theta_in[i];
+        float d = wd != 0.0f ? __fadd_rn(g[i], __fmul_rn(wd, t)) : g[i];
+        float b;
+        if (!buf)
+            b = d;
+        else {
+            b = first ? d : __fadd_rn(__fmul_rn(mu, buf[i]), d);
+            buf[i] = b;
+        }
+        theta_out[i] = __fsub_rn(t, __fmul_rn(lr, b));
+    }
+}
+
+__global__ static void k_pixels(size_t n, const uint8_t *__restrict__ p, float *__restrict__ x)
+{
+    GRID_STRIDE(i, n)
+        x[i] = __fdiv_rn((float)p[i], 255.0f);
+}
+
+void cdp_cuda_relu_fwd(size_t n, float *y)
+{
+    if (!n)
+        return;
+    k_relu_fwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y);
+    CDP_CUDA_LAUNCHED("k_relu_fwd");
+}
+
+void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy)
+{
+    if (!n)
+        return;
+    k_relu_bwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y, dy);
+    CDP_CUDA_LAUNCHED("k_relu_bwd");
+}
+
+void cdp_cuda_add(size_t n, float *acc, const float *x)
+{
+    if (!n)
+        return;
+    k_add<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, acc, x);
+    CDP_CUDA_LAUNCHED("k_add");
+}
+
+void cdp_cuda_scale(size_t n, float *x, float a)
+{
+    if (!n)
+        return;
+    k_scale<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, x, a);
+    CDP_CUDA_LAUNCHED("k_scale");
+}
+
+void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+                  float *buf, float lr, float mu, float wd, int first)
+{
+    if (!n)
+        return;
+    k_sgd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, theta_in, theta_out, g,
+                                                             buf, lr, mu, wd, first);
+    CDP_CUDA_LAUNCHED("k_sgd");
+}
+
+/* ---------------------------------------------------------------- scratch */
+
+/* A device buffer that only grows.  Work already queued on the stream may
+ * still read the old one, so growing waits for the stream first. */
+struct scratch {
+    void *p;
+    size_t bytes;
+};
+
+static void *scratch_get(scratch *s, size_t bytes, const char *what)
+{
+    if (bytes <= s->bytes)
+        return s->p;
+    size_t want = s->bytes ? s->bytes : 4096;
+    while (want < bytes)
+        want *= 2;
+    if (s->p) {
+        CDP_CUDA_CHECK(cudaStreamSynchronize(cdp_cuda_g.stream));
+        CDP_CUDA_CHECK(cudaFree(s->p));
+        s->p = nullptr;
+        s->bytes = 0;
+    }
+    cudaError_t e = cudaMalloc(&s->p, want);
+    if (e != cudaSuccess)
+        cdp_cuda_fail(what, cudaGetErrorString(e), __FILE__, __LINE__);
+    s->bytes = want;
+    return s->p;
+}
+
+static scratch pixel_stage, label_stage, xent_rows;
+
+void cdp_cuda_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x)
+{
+    if (!n)
+        return;
+    uint8_t *d = (uint8_t *)scratch_get(&pixel_stage, n, "cudaMalloc(pixel staging)");
+    cdp_cuda_h2d(d, host_pixels, n);
+    k_pixels<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, d, x);
+    CDP_CUDA_LAUNCHED("k_pixels");
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+#define XENT_WARPS 8 /* rows per block: one warp per row */
+
+/* One warp per row.  loss_r = log(sum_j exp(x_j - m)) - (x_label - m) with
+ * m = max_j x_j; dlogits = (softmax - onehot) * invB written over the row;
+ * ok_r = 1 when the first index of the maximum equals the label. */
+__global__ static void k_xent_rows(int B, int C, float invB, float *logits,
+                                   const int32_t *__restrict__ labels,
+                                   float *__restrict__ rowloss, int *__restrict__ rowok)
+{
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int r = blockIdx.x * XENT_WARPS + warp;
+    if (r >= B)
+        return; /* whole warps leave together: B rows map to whole warps */
+    float *x = logits + (size_t)r * C;
+    int label = labels[r];
+    bool valid = label >= 0 && label < C;
+
+    /* max and first argmax */
+    float m = -INFINITY;
+    int am = INT_MAX;
+    for (int j = lane; j < C; j += 32) {
+        float v = x[j];
+        if (am == INT_MAX || v > m) { /* strict: keeps the first maximum */
+            m = v;
+            am = j;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        float om = __shfl_xor_sync(0xffffffffu, m, off);
+        int oa = __shfl_xor_sync(0xffffffffu, am, off);
+        if (oa != INT_MAX && (am == INT_MAX || om > m || (om == m && oa < am))) {
+            m = om;
+            am = oa;
+        }
+    }
+    float xl = valid ? x[label] : 0.0f;
+
+    /* sum of exp(x - m): lane-strided partial sums in index order, then a
+     * fixed butterfly (the same tree on every call) */
+    float s = 0.0f;
+    for (int j = lane; j < C; j += 32)
+        s = __fadd_rn(s, expf(__fsub_rn(x[j], m)));
+    for (int off = 16; off > 0; off >>= 1)
+        s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, off));
+
+    __syncwarp(); /* every lane has read the row before any lane rewrites it */
+    for (int j = lane; j < C; j += 32) {
+        float p = __fdiv_rn(expf(__fsub_rn(x[j], m)), s);
+        if (j == label)
+            p = __fsub_rn(p, 1.0f);
+        x[j] = __fmul_rn(p, invB);
+    }
+    if (lane == 0) {
+        rowloss[r] = valid ? __fsub_rn(logf(s), __fsub_rn(xl, m)) : NAN;
+        rowok[r] = valid && am == label;
+    }
+}
+
+#define XENT_SUM_THREADS 256
+
+/* One block: stats[0] += sum of row losses, stats[1] += correct rows, in a
+ * fixed order (thread-strided partial sums in double, then a fixed tree). */
+__global__ static void k_xent_stats(int B, const float *__restrict__ rowloss,
+                                    const int *__restrict__ rowok, double *stats)
+{
+    __shared__ double sl[XENT_SUM_THREADS];
+    __shared__ long long sc[XENT_SUM_THREADS];
+    double l = 0.0;
+    long long c = 0;
+    for (int r = threadIdx.x; r < B; r += XENT_SUM_THREADS) {
+        l += (double)rowloss[r];
+        c += rowok[r];
+    }
+    sl[threadIdx.x] = l;
+    sc[threadIdx.x] = c;
+    __syncthreads();
+    for (int h = XENT_SUM_THREADS / 2; h > 0; h >>= 1) {
+        if ((int)threadIdx.x < h) {
+            sl[threadIdx.x] += sl[threadIdx.x + h];
+            sc[threadIdx.x] += sc[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        stats[0] += sl[0];
+        stats[1] += (double)sc[0];
+    }
+}
+
+void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *stats)
+{
+    if (B <= 0 || C <= 0)
+        return;
+    const int32_t *dlabels = labels;
+    if (!cdp_cuda_is_device_ptr(labels)) {
+        /* labels handed over from the host: stage them */
+        int32_t *d = (int32_t *)scratch_get(&label_stage, (size_t)B * sizeof(int32_t),
+                                            "cudaMalloc(label staging)");
+        cdp_cuda_h2d(d, labels, (size_t)B * sizeof(int32_t));
+        dlabels = d;
+    }
+    size_t rows_bytes = (size_t)B * (sizeof(float) + sizeof(int));
+    float *rowloss = (float *)scratch_get(&xent_rows, rows_bytes, "cudaMalloc(xent rows)");
+    int *rowok = (int *)(rowloss + B);
+    unsigned g = (unsigned)((B + XENT_WARPS - 1) / XENT_WARPS);
+    k_xent_rows<<<g, XENT_WARPS * 32, 0, cdp_cuda_g.stream>>>(B, C, 1.0f / (float)B, logits,
+                                                             dlabels, rowloss, rowok);
+    CDP_CUDA_LAUNCHED("k_xent_rows");
+    if (stats) {
+        k_xent_stats<<<1, XENT_SUM_THREADS, 0, cdp_cuda_g.stream>>>(B, rowloss, rowok, stats);
+        CDP_CUDA_LAUNCHED("k_xent_stats");
+    }
+}

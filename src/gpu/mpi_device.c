@@ -1,0 +1,41 @@
+/* Whether MPI may be handed device pointers of a backend directly (built
+ * with the CUDA backend; backend_none.c has the CPU-only version).
+ *
+ * Host-memory backends: always.  The CUDA backend: only when the MPI library
+ * says, at run time, that it is CUDA-aware (Open MPI's
+ * MPIX_Query_cuda_support() from <mpi-ext.h>); otherwise the executor stages
+ * through page-locked host buffers (src/gpu/cuda_staging.h).
+ *
+ * The environment variable CDP_CUDA_AWARE_MPI overrides the detection:
+ * 0 forces staging (useful to compare, or with a library that claims support
+ * it does not have), 1 forces device pointers (an MPI library that is
+ * CUDA-aware without saying so, e.g. MPICH built with CUDA). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
+
+#include "cdp/backend.h"
+
+int cdp_backend_mpi_device_ok(const cdp_backend *be)
+{
+    if (!be)
+        return 0;
+    if (be->host_memory)
+        return 1;
+    const char *force = getenv("CDP_CUDA_AWARE_MPI");
+    if (force && *force && strcmp(force, "auto") != 0)
+        return strcmp(force, "0") != 0 && strcmp(force, "no") != 0;
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+    /* MPIX_CUDA_AWARE_SUPPORT is the compile-time answer (0 for Debian's
+     * Open MPI); ask the library loaded at run time, which may differ. */
+    return MPIX_Query_cuda_support() ? 1 : 0;
+#else
+    return 0;
+#endif
+}
