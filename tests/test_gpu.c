@@ -79,7 +79,12 @@ static void expect_close(const char *what, const float *a, const float *b, size_
         scale = 1e-30;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= worst)) { /* also catches NaN */
+        if (isnan(d)) { /* a NaN on either side is the worst difference */
+            worst = d;
+            at = i;
+            break;
+        }
+        if (d > worst) {
             worst = d;
             at = i;
         }
