@@ -55,9 +55,16 @@ void cdp_comm_irecv(cdp_comm *c, void *buf, size_t n, int peer, int tag, MPI_Req
 
 void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n)
 {
-    MPI_Allreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, c->comm);
+    cdp_comm_allreduce_sum_on(c, c->comm, buf, n);
+}
+
+void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n)
+{
+    int size;
+    MPI_Comm_size(sub, &size);
+    MPI_Allreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, sub);
     c->collectives++;
-    count(c, (int64_t)(2.0 * (c->size - 1) / c->size * (double)n * sizeof(float)));
+    count(c, (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float)));
 }
 
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root)

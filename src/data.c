@@ -674,7 +674,7 @@ int cdp_data_load(const char *kind, const char *dir, uint64_t seed,
             return -1;
         /* Accept the directory of the extracted archive, or its parent. */
         const char *base = dir;
-        char sub[4096];
+        char sub[4000];  /* leaves room in p1 for the file name */
         snprintf(p1, sizeof p1, "%s/data_batch_1.bin", dir);
         if (!file_exists(p1)) {
             int w = snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);

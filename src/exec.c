@@ -1,15 +1,21 @@
 /* The executor.  See include/cdp/exec.h.
  *
- * Buffers per stage l (slices of contiguous nparams-sized arrays, so that a
- * dp all-reduce is one call):
- *   param[v & 1]  parameters at version v (two slots: current and previous)
- *   mom           momentum
- *   acc           gradient accumulator of the step in progress
- *   full          full (mean) gradient waiting to be applied
- *   scratch       one worker's gradient, from BWD until its ACC
- * A buffer that MPI is reading or writing is waited for before the executor
- * touches it (wait_range), so the order of the instruction list is all the
- * synchronisation there is. */
+ * Model state of stage l on this rank (all from the `state` allocator, so
+ * its peak is measured, not estimated):
+ *   param[v & 1][l]  parameters at version v (holders: two slots, current
+ *                    and previous, for lagging workers)
+ *   mom[l], full[l]  momentum and the full (mean) gradient (holders)
+ *   acc[l]           the running sum of the step in progress, from the first
+ *                    contribution on this rank until it leaves the rank
+ *   borrowed[l][p]   zero: a stage this rank does not own, for one tick
+ *   scratch          one worker's gradient, from BWD until its ACC
+ * Activations (the `act` allocator): the outputs of each (worker, stage),
+ * received stage inputs, and gradients travelling between stages.
+ *
+ * A buffer MPI is reading or writing is waited for before the executor
+ * touches it (wait_range), and a buffer that leaves the rank is released
+ * only once its sends are done (release_later), so the order of the
+ * instruction list is all the synchronisation there is. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,12 @@ typedef struct pending {
     int is_recv;
 } pending;
 
+typedef struct deferred {
+    cdp_actmem *mem;
+    void *p;
+    size_t bytes;
+} deferred;
+
 struct cdp_exec {
     cdp_exec_config cfg;
     const cdp_model *m;
@@ -33,16 +45,23 @@ struct cdp_exec {
     cdp_comm *comm;
     int N, B, L;
     int mpi_direct;             /* MPI may read/write backend memory directly */
+    unsigned char *holds;       /* [L] */
+    int holds_all;
+    MPI_Comm stage_comm;        /* model-parallel dp: the ranks of this rank's stage */
 
-    float *param[2], *mom, *acc, *full, *scratch, *ws;
-    int64_t *slot_version;      /* [2*L]: version held by slot s of stage l */
-    int64_t *updates;           /* [L]: updates applied so far (momentum "first" flag) */
+    cdp_actmem state, mem;
+    float *param[2][CDP_MAX_LAYERS], *mom[CDP_MAX_LAYERS], *full[CDP_MAX_LAYERS];
+    float *acc[CDP_MAX_LAYERS], *borrowed[CDP_MAX_LAYERS][2];
+    int64_t borrowed_version[CDP_MAX_LAYERS][2];
+    float *acc_block;           /* replicated dp: one block, one all-reduce */
+    float *scratch, *ws;
+    int64_t slot_version[2][CDP_MAX_LAYERS];
+    int64_t updates[CDP_MAX_LAYERS];
 
     /* activations of (worker, stage), index i*L + l */
-    float **act, **dact, **x;
+    float **act, **dact, **in_act, **x;
     int32_t **labels;
-    size_t *act_bytes;          /* per stage */
-    cdp_actmem mem;
+    size_t *act_bytes;
 
     uint8_t *host_pixels;
     int32_t *host_labels;
@@ -52,6 +71,8 @@ struct cdp_exec {
 
     pending *pend;
     size_t npend, cappend;
+    deferred *defer;
+    size_t ndefer, capdefer;
 
     int64_t *tick_act, *tick_bytes;
     int ntick;
@@ -61,6 +82,8 @@ struct cdp_exec {
     struct timespec t_origin;
 };
 
+static void wait_all(cdp_exec *x);
+
 static double now_s(const cdp_exec *x)
 {
     struct timespec t;
@@ -68,14 +91,9 @@ static double now_s(const cdp_exec *x)
     return (double)(t.tv_sec - x->t_origin.tv_sec) + 1e-9 * (double)(t.tv_nsec - x->t_origin.tv_nsec);
 }
 
-static void *be_alloc(const cdp_backend *be, size_t bytes)
+static size_t stage_bytes(const cdp_exec *x, int l)
 {
-    void *p = be->alloc(bytes ? bytes : 64);
-    if (!p) {
-        fprintf(stderr, "cdp: out of %s memory allocating %zu bytes\n", be->name, bytes);
-        abort();
-    }
-    return p;
+    return x->m->stage_n[l] * sizeof(float);
 }
 
 cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *err, size_t errlen)
@@ -90,6 +108,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->B = cfg->B;
     x->L = x->m->nstages;
     x->mpi_direct = cdp_backend_mpi_device_ok(x->be);
+    x->stage_comm = MPI_COMM_NULL;
     clock_gettime(CLOCK_MONOTONIC, &x->t_origin);
     if (cdp_batcher_init(&x->batch, cfg->train, x->N, x->B, cfg->seed, cfg->shuffle)) {
         snprintf(err, errlen, "the training set has %lld samples, fewer than one step of "
@@ -98,67 +117,91 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         return NULL;
     }
     const cdp_backend *be = x->be;
-    const size_t P = x->m->nparams * sizeof(float);
-    size_t maxstage = 0;
-    for (int l = 0; l < x->L; l++)
-        if (x->m->stage_n[l] > maxstage) maxstage = x->m->stage_n[l];
-    for (int s = 0; s < 2; s++)
-        x->param[s] = be_alloc(be, P);
-    x->mom = be_alloc(be, P);
-    x->acc = be_alloc(be, P);
-    x->full = be_alloc(be, P);
-    x->scratch = be_alloc(be, maxstage * sizeof(float));
-    x->ws = be_alloc(be, cdp_model_ws_floats(x->m, x->B) * sizeof(float));
-    x->stats = be_alloc(be, 2 * sizeof(double));
-    be->zero(x->stats, 2 * sizeof(double));
-    be->zero(x->mom, P);
-    be->zero(x->acc, P);
-    be->zero(x->full, P);
-    be->to_device(x->param[0], init, P);
-    be->copy(x->param[1], x->param[0], P);
-    x->slot_version = calloc((size_t)2 * x->L, sizeof(int64_t));
-    x->updates = calloc((size_t)x->L, sizeof(int64_t));
+    cdp_actmem_init(&x->state, be);
+    cdp_actmem_init(&x->mem, be);
+    x->holds = calloc((size_t)x->L, 1);
+    if (!x->holds) abort();
+    x->holds_all = 1;
+    int my_stage = -1;
     for (int l = 0; l < x->L; l++) {
-        x->slot_version[0 * x->L + l] = 0;
-        x->slot_version[1 * x->L + l] = -1;
+        x->holds[l] = (unsigned char)cdp_schedule_holds(cfg->roles, x->comm->rank, l);
+        x->holds_all &= x->holds[l];
+        if (x->holds[l] && my_stage < 0) my_stage = l;
     }
+    size_t maxstage = 0;
+    for (int l = 0; l < x->L; l++) {
+        if (x->m->stage_n[l] > maxstage) maxstage = x->m->stage_n[l];
+        x->slot_version[0][l] = 0;
+        x->slot_version[1][l] = -1;
+        x->borrowed_version[l][0] = x->borrowed_version[l][1] = -2;
+        if (!x->holds[l]) continue;
+        const size_t nb = stage_bytes(x, l);
+        x->param[0][l] = cdp_actmem_alloc(&x->state, nb);
+        x->param[1][l] = cdp_actmem_alloc(&x->state, nb);
+        x->mom[l] = cdp_actmem_alloc(&x->state, nb);
+        x->full[l] = cdp_actmem_alloc(&x->state, nb);
+        be->to_device(x->param[0][l], init + x->m->stage_off[l], nb);
+        be->copy(x->param[1][l], x->param[0][l], nb);
+        be->zero(x->mom[l], nb);
+    }
+    const cdp_sched_config *rc = &cfg->roles->cfg;
+    if (rc->rule == CDP_RULE_DP && !rc->deterministic) {
+        if (rc->framework == CDP_FW_REPLICATED) {
+            x->acc_block = cdp_actmem_alloc(&x->state, x->m->nparams * sizeof(float));
+            for (int l = 0; l < x->L; l++)
+                x->acc[l] = x->acc_block + x->m->stage_off[l];
+        } else if (rc->framework == CDP_FW_MODEL_PARALLEL) {
+            /* outside the training loop: the ranks of each stage */
+            MPI_Comm_split(x->comm->comm, my_stage < 0 ? MPI_UNDEFINED : my_stage,
+                           x->comm->rank, &x->stage_comm);
+        }
+    }
+    x->scratch = cdp_actmem_alloc(&x->state, maxstage * sizeof(float));
+    /* the backward's workspace is scratch like a BLAS workspace: not counted */
+    x->ws = be->alloc(cdp_model_ws_floats(x->m, x->B) * sizeof(float) + 64);
+    x->stats = be->alloc(2 * sizeof(double));
+    if (!x->stats || !x->ws) abort();
+    be->zero(x->stats, 2 * sizeof(double));
     const size_t NL = (size_t)x->N * x->L;
     x->act = calloc(NL, sizeof *x->act);
     x->dact = calloc(NL, sizeof *x->dact);
+    x->in_act = calloc(NL, sizeof *x->in_act);
     x->x = calloc((size_t)x->N, sizeof *x->x);
     x->labels = calloc((size_t)x->N, sizeof *x->labels);
     x->act_bytes = calloc((size_t)x->L, sizeof *x->act_bytes);
-    for (int l = 0; l < x->L; l++)
-        x->act_bytes[l] = cdp_stage_act_floats(x->m, l, x->B) * sizeof(float);
-    cdp_actmem_init(&x->mem, be);
     x->host_pixels = malloc((size_t)x->B * cfg->train->dim);
     x->host_labels = malloc((size_t)x->B * sizeof(int32_t));
-    if (!x->slot_version || !x->updates || !x->act || !x->dact || !x->x || !x->labels ||
-        !x->act_bytes || !x->host_pixels || !x->host_labels)
+    if (!x->act || !x->dact || !x->in_act || !x->x || !x->labels || !x->act_bytes ||
+        !x->host_pixels || !x->host_labels)
         abort();
+    for (int l = 0; l < x->L; l++)
+        x->act_bytes[l] = cdp_stage_act_floats(x->m, l, x->B) * sizeof(float);
     return x;
 }
 
 void cdp_exec_destroy(cdp_exec *x)
 {
     if (!x) return;
-    const cdp_backend *be = x->be;
-    for (size_t i = 0; i < (size_t)x->N * x->L; i++) {
-        cdp_actmem_free(&x->mem, x->act[i], 0);
-        cdp_actmem_free(&x->mem, x->dact[i], 0);
+    wait_all(x);
+    for (int l = 0; l < x->L; l++) {
+        if (x->holds[l]) {
+            const size_t nb = stage_bytes(x, l);
+            cdp_actmem_free(&x->state, x->param[0][l], nb);
+            cdp_actmem_free(&x->state, x->param[1][l], nb);
+            cdp_actmem_free(&x->state, x->mom[l], nb);
+            cdp_actmem_free(&x->state, x->full[l], nb);
+        }
     }
-    for (int i = 0; i < x->N; i++) {
-        cdp_actmem_free(&x->mem, x->x[i], 0);
-        cdp_actmem_free(&x->mem, x->labels[i], 0);
-    }
-    cdp_actmem_destroy(&x->mem);
-    be->free(x->param[0]); be->free(x->param[1]);
-    be->free(x->mom); be->free(x->acc); be->free(x->full);
-    be->free(x->scratch); be->free(x->ws); be->free(x->stats);
-    free(x->slot_version); free(x->updates);
-    free(x->act); free(x->dact); free(x->x); free(x->labels); free(x->act_bytes);
+    if (x->acc_block) cdp_actmem_free(&x->state, x->acc_block, x->m->nparams * sizeof(float));
+    cdp_actmem_destroy(&x->mem);   /* after a drained run nothing else is live */
+    cdp_actmem_destroy(&x->state);
+    x->be->free(x->stats);
+    x->be->free(x->ws);
+    if (x->stage_comm != MPI_COMM_NULL) MPI_Comm_free(&x->stage_comm);
+    free(x->holds);
+    free(x->act); free(x->dact); free(x->in_act); free(x->x); free(x->labels); free(x->act_bytes);
     free(x->host_pixels); free(x->host_labels);
-    free(x->pend); free(x->tick_act); free(x->tick_bytes); free(x->ev);
+    free(x->pend); free(x->defer); free(x->tick_act); free(x->tick_bytes); free(x->ev);
     cdp_batcher_free(&x->batch);
     free(x);
 }
@@ -176,6 +219,15 @@ static void finish(cdp_exec *x, size_t k)
     x->pend[k] = x->pend[--x->npend];
 }
 
+static int busy(const cdp_exec *x, const void *buf, size_t bytes)
+{
+    const char *b = buf;
+    for (size_t k = 0; k < x->npend; k++)
+        if (x->pend[k].buf < b + bytes && b < x->pend[k].buf + x->pend[k].bytes)
+            return 1;
+    return 0;
+}
+
 static void progress(cdp_exec *x)
 {
     for (size_t k = 0; k < x->npend;) {
@@ -183,6 +235,15 @@ static void progress(cdp_exec *x)
         MPI_Test(&x->pend[k].req, &done, MPI_STATUS_IGNORE);
         if (done) finish(x, k);
         else k++;
+    }
+    for (size_t k = 0; k < x->ndefer;) {
+        deferred *d = &x->defer[k];
+        if (!busy(x, d->p, d->bytes)) {
+            cdp_actmem_free(d->mem, d->p, d->bytes);
+            x->defer[k] = x->defer[--x->ndefer];
+        } else {
+            k++;
+        }
     }
 }
 
@@ -207,6 +268,28 @@ static void wait_all(cdp_exec *x)
         MPI_Wait(&x->pend[x->npend - 1].req, MPI_STATUS_IGNORE);
         finish(x, x->npend - 1);
     }
+    progress(x);
+}
+
+/* Gives the buffer back to its allocator once no request uses it. */
+static void release_later(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
+{
+    if (!p) return;
+    if (x->ndefer == x->capdefer) {
+        size_t cap = x->capdefer ? 2 * x->capdefer : 16;
+        deferred *v = realloc(x->defer, cap * sizeof *v);
+        if (!v) abort();
+        x->defer = v;
+        x->capdefer = cap;
+    }
+    x->defer[x->ndefer++] = (deferred){ mem, p, bytes };
+}
+
+static void release_now(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
+{
+    if (!p) return;
+    wait_range(x, p, bytes);
+    cdp_actmem_free(mem, p, bytes);
 }
 
 static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
@@ -246,23 +329,35 @@ static void post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag)
     cdp_comm_irecv(x->comm, p->staging ? p->staging : buf, bytes, peer, tag, &p->req);
 }
 
-/* ------------------------------------------------------------ helpers */
+/* A collective on backend memory, staged through the host when needed. */
+typedef enum { COLL_ALLREDUCE, COLL_ALLREDUCE_STAGE, COLL_BCAST, COLL_REDUCE } coll_kind;
 
-static float *stage_params(cdp_exec *x, int l, int64_t v)
+static void collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int root)
 {
-    int s = (int)(v & 1);
-    if (x->slot_version[s * x->L + l] != v) {
-        fprintf(stderr, "cdp: internal error: stage %d needs version %lld, slot holds %lld\n",
-                l, (long long)v, (long long)x->slot_version[s * x->L + l]);
-        abort();
+    float *h = buf;
+    const size_t bytes = n * sizeof(float);
+    if (!x->mpi_direct) {
+        h = malloc(bytes);
+        if (!h) abort();
+        if (kind != COLL_BCAST || x->comm->rank == root)
+            x->be->to_host(h, buf, bytes);
+    } else {
+        x->be->sync();
     }
-    return x->param[s] + x->m->stage_off[l];
+    switch (kind) {
+    case COLL_ALLREDUCE: cdp_comm_allreduce_sum(x->comm, h, n); break;
+    case COLL_ALLREDUCE_STAGE: cdp_comm_allreduce_sum_on(x->comm, x->stage_comm, h, n); break;
+    case COLL_BCAST: cdp_comm_bcast(x->comm, h, bytes, root); break;
+    case COLL_REDUCE: cdp_comm_reduce_sum(x->comm, h, h, n, root); break;
+    }
+    if (!x->mpi_direct) {
+        if (kind != COLL_REDUCE || x->comm->rank == root)
+            x->be->to_device(buf, h, bytes);
+        free(h);
+    }
 }
 
-static size_t stage_bytes(const cdp_exec *x, int l)
-{
-    return x->m->stage_n[l] * sizeof(float);
-}
+/* ------------------------------------------------------------ helpers */
 
 static int64_t abs_version(int64_t k0, int32_t rel)
 {
@@ -270,17 +365,68 @@ static int64_t abs_version(int64_t k0, int32_t rel)
     return v < 0 ? 0 : v;
 }
 
+/* Parameters of stage l at version v: held, or borrowed for this tick. */
+static const float *stage_params(cdp_exec *x, int l, int64_t v)
+{
+    if (x->holds[l]) {
+        int s = (int)(v & 1);
+        if (x->slot_version[s][l] != v) {
+            fprintf(stderr, "cdp: internal error: stage %d needs version %lld, slot holds %lld\n",
+                    l, (long long)v, (long long)x->slot_version[s][l]);
+            abort();
+        }
+        return x->param[s][l];
+    }
+    float *b = x->borrowed[l][v & 1];
+    if (!b || x->borrowed_version[l][v & 1] != v) {
+        fprintf(stderr, "cdp: internal error: stage %d version %lld was not received\n",
+                l, (long long)v);
+        abort();
+    }
+    wait_range(x, b, stage_bytes(x, l));
+    return b;
+}
+
+/* The input micro-batch is data, not an activation: it is converted from
+ * the (4x smaller) bytes of the data set when stage 0 needs it, in its
+ * forward and again in its backward, instead of being held in between. */
+static void load_input(cdp_exec *x, int64_t k, int i)
+{
+    size_t n = (size_t)x->B * x->m->dims[0];
+    x->x[i] = cdp_actmem_alloc(&x->mem, n * sizeof(float));
+    cdp_batcher_gather(&x->batch, k, i, x->host_pixels, NULL);
+    x->be->pixels_to_input(n, x->host_pixels, x->x[i]);
+}
+
+static void drop_input(cdp_exec *x, int i)
+{
+    cdp_actmem_free(&x->mem, x->x[i], (size_t)x->B * x->m->dims[0] * sizeof(float));
+    x->x[i] = NULL;
+}
+
+static size_t in_bytes(const cdp_exec *x, int l) { return (size_t)x->B * cdp_stage_in(x->m, l) * sizeof(float); }
+static size_t out_bytes(const cdp_exec *x, int l) { return (size_t)x->B * cdp_stage_out(x->m, l) * sizeof(float); }
+
+/* Input of stage l for worker i: received, or the previous stage's output. */
+static const float *stage_input(cdp_exec *x, int i, int l)
+{
+    const int L = x->L;
+    if (l == 0)
+        return x->x[i];
+    if (x->in_act[i * L + l]) {
+        wait_range(x, x->in_act[i * L + l], in_bytes(x, l));
+        return x->in_act[i * L + l];
+    }
+    return cdp_stage_output(x->m, l - 1, x->B, x->act[i * L + l - 1]);
+}
+
 static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int i = in->worker, l = in->stage, L = x->L, B = x->B;
     const int64_t k = k0 + in->step;
     const float *w = stage_params(x, l, abs_version(k0, in->version));
-    if (l == 0) {
-        size_t n = (size_t)B * x->m->dims[0];
-        x->x[i] = cdp_actmem_alloc(&x->mem, n * sizeof(float));
-        cdp_batcher_gather(&x->batch, k, i, x->host_pixels, NULL);
-        x->be->pixels_to_input(n, x->host_pixels, x->x[i]);
-    }
+    if (l == 0)
+        load_input(x, k, i);
     int32_t *labels = NULL;
     if (l == L - 1) {
         x->labels[i] = cdp_actmem_alloc(&x->mem, (size_t)B * sizeof(int32_t));
@@ -289,61 +435,96 @@ static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         labels = x->labels[i];
         x->samples += B;
     }
-    const float *input = l == 0 ? x->x[i] : cdp_stage_output(x->m, l - 1, B, x->act[i * L + l - 1]);
+    const float *input = stage_input(x, i, l);
     x->act[i * L + l] = cdp_actmem_alloc(&x->mem, x->act_bytes[l]);
     cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats);
+    if (l == 0)
+        drop_input(x, i);
 }
 
 static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int i = in->worker, l = in->stage, L = x->L, B = x->B;
     const float *w = stage_params(x, l, abs_version(k0, in->version));
-    const float *input = l == 0 ? x->x[i] : cdp_stage_output(x->m, l - 1, B, x->act[i * L + l - 1]);
+    if (l == 0)
+        load_input(x, k0 + in->step, i);
+    const float *input = stage_input(x, i, l);
     float *dx = NULL;
-    if (l > 0) {
-        size_t n = (size_t)B * cdp_stage_in(x->m, l);
-        dx = x->dact[i * L + l - 1] = cdp_actmem_alloc(&x->mem, n * sizeof(float));
+    if (l > 0)
+        dx = x->dact[i * L + l - 1] = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
+    const float *dout = NULL;
+    if (l < L - 1) {
+        dout = x->dact[i * L + l];
+        wait_range(x, dout, out_bytes(x, l));
     }
     wait_range(x, x->scratch, stage_bytes(x, l));
-    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l],
-                  l == L - 1 ? NULL : x->dact[i * L + l], dx, x->scratch, x->ws);
-    cdp_actmem_free(&x->mem, x->act[i * L + l], x->act_bytes[l]);
+    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, x->scratch, x->ws);
+    release_now(x, &x->mem, x->act[i * L + l], x->act_bytes[l]);
     x->act[i * L + l] = NULL;
     if (l < L - 1) {
-        cdp_actmem_free(&x->mem, x->dact[i * L + l], (size_t)B * cdp_stage_out(x->m, l) * sizeof(float));
+        cdp_actmem_free(&x->mem, x->dact[i * L + l], out_bytes(x, l));
         x->dact[i * L + l] = NULL;
     }
-    if (l == 0) {
-        cdp_actmem_free(&x->mem, x->x[i], (size_t)B * x->m->dims[0] * sizeof(float));
-        x->x[i] = NULL;
+    if (x->in_act[i * L + l]) {
+        cdp_actmem_free(&x->mem, x->in_act[i * L + l], in_bytes(x, l));
+        x->in_act[i * L + l] = NULL;
     }
+    if (l == 0)
+        drop_input(x, i);
     if (l == L - 1) {
         cdp_actmem_free(&x->mem, x->labels[i], (size_t)B * sizeof(int32_t));
         x->labels[i] = NULL;
     }
 }
 
+static float *acquire_acc(cdp_exec *x, int l)
+{
+    if (!x->acc[l])
+        x->acc[l] = cdp_actmem_alloc(&x->state, stage_bytes(x, l));
+    return x->acc[l];
+}
+
+static void drop_acc(cdp_exec *x, int l)
+{
+    if (x->acc_block) return;      /* the all-reduce block stays */
+    release_now(x, &x->state, x->acc[l], stage_bytes(x, l));
+    x->acc[l] = NULL;
+}
+
+/* full[l] = acc[l] * (1/N): "sum in worker order, then multiply by 1/N" */
+static void finalize(cdp_exec *x, int l)
+{
+    if (!x->full[l])
+        x->full[l] = cdp_actmem_alloc(&x->state, stage_bytes(x, l));
+    wait_range(x, x->full[l], stage_bytes(x, l));
+    x->be->copy(x->full[l], x->acc[l], stage_bytes(x, l));
+    x->be->scale(x->m->stage_n[l], x->full[l], 1.0f / (float)x->N);
+    drop_acc(x, l);
+}
+
 static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int l = in->stage;
     const int64_t v = k0 + in->version;       /* version produced */
-    const size_t off = x->m->stage_off[l], n = x->m->stage_n[l];
-    wait_range(x, x->full + off, n * sizeof(float));
+    const size_t n = x->m->stage_n[l];
+    wait_range(x, x->full[l], n * sizeof(float));
     const float *src = stage_params(x, l, v - 1);
-    float *dst = x->param[v & 1] + off;
-    wait_range(x, dst, n * sizeof(float));
+    float *dst = x->param[v & 1][l];
+    wait_range(x, dst, n * sizeof(float));    /* sends of version v-2 from this slot */
     const cdp_sgd *o = &x->cfg.sgd;
-    x->be->sgd(n, src, dst, x->full + off, x->mom + off, cdp_sgd_lr(o, v - 1),
+    x->be->sgd(n, src, dst, x->full[l], x->mom[l], cdp_sgd_lr(o, v - 1),
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0);
     x->updates[l]++;
-    x->slot_version[(v & 1) * x->L + l] = v;
+    x->slot_version[v & 1][l] = v;
 }
 
-static void finalize(cdp_exec *x, size_t off, size_t n)
+static float *borrow(cdp_exec *x, int l, int64_t v)
 {
-    wait_range(x, x->full + off, n * sizeof(float));
-    x->be->copy(x->full + off, x->acc + off, n * sizeof(float));
-    x->be->scale(n, x->full + off, 1.0f / (float)x->N);
+    float **b = &x->borrowed[l][v & 1];
+    if (!*b)
+        *b = cdp_actmem_alloc(&x->state, stage_bytes(x, l));
+    x->borrowed_version[l][v & 1] = v;
+    return *b;
 }
 
 static void record(cdp_exec *x, const cdp_instr *in, int64_t k0, double t0)
@@ -361,52 +542,102 @@ static void record(cdp_exec *x, const cdp_instr *in, int64_t k0, double t0)
 
 static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
-    const int l = in->stage;
-    const size_t off = l >= 0 ? x->m->stage_off[l] : 0;
+    const int l = in->stage, L = x->L, i = in->worker;
     const size_t nb = l >= 0 ? stage_bytes(x, l) : 0;
+    const int64_t v = abs_version(k0, in->version);
     switch (in->op) {
     case CDP_OP_FWD: do_fwd(x, in, k0); break;
     case CDP_OP_BWD: do_bwd(x, in, k0); break;
     case CDP_OP_ACC:
-        wait_range(x, x->acc + off, nb);
-        if (in->flags & CDP_F_FIRST)
-            x->be->copy(x->acc + off, x->scratch, nb);
-        else
-            x->be->add(x->m->stage_n[l], x->acc + off, x->scratch);
+        if (in->flags & CDP_F_FIRST) {
+            acquire_acc(x, l);
+            wait_range(x, x->acc[l], nb);
+            x->be->copy(x->acc[l], x->scratch, nb);
+        } else {
+            wait_range(x, x->acc[l], nb);
+            x->be->add(x->m->stage_n[l], x->acc[l], x->scratch);
+        }
         break;
     case CDP_OP_SEND_GRAD:
-        post_send(x, x->acc + off, nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
+        post_send(x, x->acc[l], nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
+        release_later(x, &x->state, x->acc[l], nb);
+        x->acc[l] = NULL;
         break;
     case CDP_OP_RECV_GRAD:
-        post_recv(x, x->acc + off, nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
+        post_recv(x, acquire_acc(x, l), nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
         break;
     case CDP_OP_FINALIZE:
-        finalize(x, off, x->m->stage_n[l]);
+        finalize(x, l);
         break;
     case CDP_OP_SEND_FULL:
-        post_send(x, x->full + off, nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+        post_send(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+        if ((in->flags & CDP_F_LAST) && !x->holds[l]) {
+            release_later(x, &x->state, x->full[l], nb);
+            x->full[l] = NULL;
+        }
         break;
     case CDP_OP_RECV_FULL:
-        post_recv(x, x->full + off, nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+        post_recv(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
         break;
     case CDP_OP_ALLREDUCE:
-        wait_range(x, x->acc, x->m->nparams * sizeof(float));
-        if (!x->mpi_direct) {
-            /* stage through the host: the baseline stays comparable on GPUs
-             * without CUDA-aware MPI */
-            float *h = malloc(x->m->nparams * sizeof(float));
-            if (!h) abort();
-            x->be->to_host(h, x->acc, x->m->nparams * sizeof(float));
-            cdp_comm_allreduce_sum(x->comm, h, x->m->nparams);
-            x->be->to_device(x->acc, h, x->m->nparams * sizeof(float));
-            free(h);
-        } else {
-            x->be->sync();
-            cdp_comm_allreduce_sum(x->comm, x->acc, x->m->nparams);
+        if (l < 0) {   /* replicated: the whole gradient in one call */
+            wait_range(x, x->acc_block, x->m->nparams * sizeof(float));
+            collective(x, COLL_ALLREDUCE, x->acc_block, x->m->nparams, 0);
+            for (int s = 0; s < L; s++)
+                finalize(x, s);
+        } else {       /* model-parallel: the copies of stage l */
+            collective(x, COLL_ALLREDUCE_STAGE, x->acc[l], x->m->stage_n[l], 0);
+            finalize(x, l);
         }
-        finalize(x, 0, x->m->nparams);
+        break;
+    case CDP_OP_REDUCE_GRAD:
+        collective(x, COLL_REDUCE, x->acc[l], x->m->stage_n[l], in->peer);
+        if (x->comm->rank == in->peer)
+            finalize(x, l);
+        else
+            drop_acc(x, l);
         break;
     case CDP_OP_APPLY: do_apply(x, in, k0); break;
+    case CDP_OP_SEND_ACT:
+        post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * L + l]), out_bytes(x, l), in->peer,
+                  cdp_comm_tag(CDP_TAG_ACT, l));
+        break;
+    case CDP_OP_RECV_ACT:
+        x->in_act[i * L + l] = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
+        post_recv(x, x->in_act[i * L + l], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
+        break;
+    case CDP_OP_SEND_DACT:
+        post_send(x, x->dact[i * L + l - 1], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1));
+        release_later(x, &x->mem, x->dact[i * L + l - 1], in_bytes(x, l));
+        x->dact[i * L + l - 1] = NULL;
+        break;
+    case CDP_OP_RECV_DACT:
+        x->dact[i * L + l] = cdp_actmem_alloc(&x->mem, out_bytes(x, l));
+        post_recv(x, x->dact[i * L + l], out_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l));
+        break;
+    case CDP_OP_SEND_PARAMS:
+        post_send(x, stage_params(x, l, v), nb, in->peer,
+                  cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
+        break;
+    case CDP_OP_RECV_PARAMS:
+        post_recv(x, borrow(x, l, v), nb, in->peer, cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
+        break;
+    case CDP_OP_BCAST_PARAMS:
+        if (x->holds[l]) {
+            float *p = x->param[v & 1][l];
+            (void)stage_params(x, l, v);
+            collective(x, COLL_BCAST, p, x->m->stage_n[l], in->peer);
+        } else {
+            collective(x, COLL_BCAST, borrow(x, l, v), x->m->stage_n[l], in->peer);
+        }
+        break;
+    case CDP_OP_DROP_PARAMS: {
+        float **b = &x->borrowed[l][v & 1];
+        release_now(x, &x->state, *b, nb);
+        *b = NULL;
+        x->borrowed_version[l][v & 1] = -2;
+        break;
+    }
     default:
         fprintf(stderr, "cdp: instruction %s is not supported by this executor\n",
                 cdp_opcode_name(in->op));
@@ -463,27 +694,52 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
 void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host)
 {
     for (int l = 0; l < x->L; l++)
-        x->be->to_host(host + x->m->stage_off[l], stage_params(x, l, v), stage_bytes(x, l));
+        if (x->holds[l])
+            x->be->to_host(host + x->m->stage_off[l], stage_params(x, l, v), stage_bytes(x, l));
+}
+
+void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root)
+{
+    cdp_exec_get_params(x, v, host);
+    if (x->holds_all)
+        return;   /* every rank has everything (the same on every rank) */
+    for (int l = 0; l < x->L; l++) {
+        /* the lowest rank holding l sends it to root */
+        int h = x->holds[l] ? x->comm->rank : x->comm->size, lowest;
+        MPI_Allreduce(&h, &lowest, 1, MPI_INT, MPI_MIN, x->comm->comm);
+        if (lowest == root) continue;
+        float *dst = host + x->m->stage_off[l];
+        int n = (int)x->m->stage_n[l];
+        if (x->comm->rank == lowest)
+            MPI_Send(dst, n, MPI_FLOAT, root, CDP_TAG_STATS, x->comm->comm);
+        else if (x->comm->rank == root)
+            MPI_Recv(dst, n, MPI_FLOAT, lowest, CDP_TAG_STATS, x->comm->comm, MPI_STATUS_IGNORE);
+    }
 }
 
 void cdp_exec_get_momentum(cdp_exec *x, float *host)
 {
-    x->be->to_host(host, x->mom, x->m->nparams * sizeof(float));
+    for (int l = 0; l < x->L; l++)
+        if (x->holds[l])
+            x->be->to_host(host + x->m->stage_off[l], x->mom[l], stage_bytes(x, l));
+}
+
+int cdp_exec_holds_all(const cdp_exec *x)
+{
+    return x->holds_all;
 }
 
 void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *prev,
                         const float *momentum)
 {
-    const size_t P = x->m->nparams * sizeof(float);
-    x->be->to_device(x->param[v & 1], cur, P);
-    if (prev)
-        x->be->to_device(x->param[(v + 1) & 1], prev, P);
-    else
-        x->be->copy(x->param[(v + 1) & 1], x->param[v & 1], P);
-    x->be->to_device(x->mom, momentum, P);
     for (int l = 0; l < x->L; l++) {
-        x->slot_version[(v & 1) * x->L + l] = v;
-        x->slot_version[((v + 1) & 1) * x->L + l] = prev ? v - 1 : -1;
+        if (!x->holds[l]) continue;
+        const size_t off = x->m->stage_off[l], nb = stage_bytes(x, l);
+        x->be->to_device(x->param[v & 1][l], cur + off, nb);
+        x->be->to_device(x->param[(v + 1) & 1][l], (prev ? prev : cur) + off, nb);
+        x->be->to_device(x->mom[l], momentum + off, nb);
+        x->slot_version[v & 1][l] = v;
+        x->slot_version[(v + 1) & 1][l] = prev ? v - 1 : -1;
         x->updates[l] = v;
     }
 }
@@ -503,15 +759,7 @@ const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n) { *n = x->ntick; ret
 const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->ntick; return x->tick_bytes; }
 int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x) { return x->mem.reserved_peak; }
-
-int64_t cdp_exec_model_state_bytes(const cdp_exec *x)
-{
-    size_t maxstage = 0;
-    for (int l = 0; l < x->L; l++)
-        if (x->m->stage_n[l] > maxstage) maxstage = x->m->stage_n[l];
-    /* two parameter versions, momentum, accumulator, full gradient, scratch */
-    return (int64_t)((5 * x->m->nparams + maxstage) * sizeof(float));
-}
+int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_peak; }
 
 const cdp_trace_event *cdp_exec_trace(const cdp_exec *x, size_t *n)
 {

@@ -262,7 +262,7 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
     int cur = 0;
 
     /* act offsets of each layer's output */
-    size_t aoff[CDP_MAX_LAYERS];
+    size_t aoff[CDP_MAX_LAYERS] = {0};
     size_t o = 0;
     for (int j = first; j <= last; j++) {
         aoff[j - first] = o;

@@ -261,6 +261,27 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+uint64_t cdp_options_numerics_hash(const cdp_options *o)
+{
+    /* what fixes the trajectory P(0), P(1), ...: a checkpoint resumes only
+     * under the same values */
+    uint64_t h = 0x6e756d;
+    h = hash_bytes(h, o->model, strlen(o->model));
+    h = hash_bytes(h, &o->stages, sizeof o->stages);
+    h = hash_bytes(h, &o->workers, sizeof o->workers);
+    h = hash_bytes(h, &o->batch, sizeof o->batch);
+    h = hash_bytes(h, &o->rule, sizeof o->rule);
+    h = hash_bytes(h, &o->lr, sizeof o->lr);
+    h = hash_bytes(h, &o->momentum, sizeof o->momentum);
+    h = hash_bytes(h, &o->weight_decay, sizeof o->weight_decay);
+    h = hash_bytes(h, &o->lr_gamma, sizeof o->lr_gamma);
+    h = hash_bytes(h, &o->lr_decay_epochs, sizeof o->lr_decay_epochs);
+    h = hash_bytes(h, &o->seed, sizeof o->seed);
+    h = hash_bytes(h, o->data, strlen(o->data));
+    h = hash_bytes(h, &o->shuffle, sizeof o->shuffle);
+    return h;
+}
+
 uint64_t cdp_options_hash(const cdp_options *o)
 {
     /* every field is plain data; hash the struct field by field to skip padding */

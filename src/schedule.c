@@ -139,98 +139,278 @@ static cdp_instr mk(int op, int worker, int stage, int peer, int step, int versi
     return in;
 }
 
-/* Tick at which the full gradient of (stage l, step s) exists. */
-static int grad_ready_tick(const cdp_sched_config *c, int use_allreduce, int s, int l)
+/* Tick at which the full gradient of (stage l, step s) exists: the last
+ * worker's backward of l (or the end of the step under an all-reduce). */
+static int grad_ready_tick(const cdp_sched_config *c, int use_collective, int s, int l)
 {
     int L2 = 2 * c->L;
-    if (use_allreduce)
+    if (use_collective)
         return L2 * s + L2 - 1;
     return L2 * s + cdp_offset(c->N, c->L, c->rule, c->N - 1) + L2 - 1 - l;
 }
 
-static int first_worker(const cdp_sched_config *c, int r)
+static int first_worker(int N, int P, int r)
 {
-    return (int)(((int64_t)r * c->N) / c->P);
+    return (int)(((int64_t)r * N) / P);
 }
 
-/* Replicated framework: every rank holds the whole model and a contiguous
- * block of workers.  Stage gradients are summed in worker order along the
- * ring of ranks (partial sums), the rank of worker N-1 finalises and sends
- * the full sum to every other rank; or, for dp, one MPI_Allreduce per step. */
-static void build_replicated(const cdp_sched_config *c, int only_rank, cdp_schedule *s,
-                             keyed_list *lists)
+static int fwd_tick(const cdp_sched_config *c, int s, int i, int l)
 {
-    const int N = c->N, L = c->L, P = c->P, K = c->K, L2 = 2 * L;
-    const int use_allreduce = (c->rule == CDP_RULE_DP && !c->deterministic);
-    const int final_rank = s->worker_rank[N - 1];
-    const int drain = s->nticks;
+    return 2 * c->L * s + cdp_offset(c->N, c->L, c->rule, i) + l;
+}
 
-    for (int r = 0; r < P; r++) {
-        if (only_rank >= 0 && r != only_rank)
-            continue;
-        keyed_list *kl = &lists[r];
-        const int w0 = first_worker(c, r), w1 = first_worker(c, r + 1);
-        for (int st = 0; st < K; st++) {
-            for (int i = w0; i < w1; i++) {
-                const int start = L2 * st + cdp_offset(N, L, c->rule, i);
-                for (int l = 0; l < L; l++) {
-                    const int v = st - cdp_lag(N, L, c->rule, i, l);
-                    kpush(kl, start + l, 2, i, l, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
-                    const int tb = start + L2 - 1 - l;
-                    if (!use_allreduce && i == w0 && r > 0)
-                        kpush(kl, tb, 1, i, 0, mk(CDP_OP_RECV_GRAD, i, l, r - 1, st, 0, 0));
-                    kpush(kl, tb, 1, i, 1, mk(CDP_OP_BWD, i, l, -1, st, v, 0));
-                    int first = (i == w0) && (use_allreduce || r == 0);
-                    kpush(kl, tb, 1, i, 2, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
-                    if (use_allreduce)
-                        continue;
-                    if (i == w1 - 1 && r != final_rank)
-                        kpush(kl, tb, 1, i, 3, mk(CDP_OP_SEND_GRAD, i, l, r + 1, st, 0, 0));
-                    if (i == N - 1) {
-                        kpush(kl, tb, 1, i, 4, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
-                        for (int q = 0; q < P; q++)
-                            if (q != r)
-                                kpush(kl, tb, 1, i, 5 + q, mk(CDP_OP_SEND_FULL, -1, l, q, st, 0, 0));
-                    }
-                }
-            }
-            if (use_allreduce) {
-                kpush(kl, grad_ready_tick(c, 1, st, 0), 3, 0, 0,
-                      mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
-            } else if (r != final_rank) {
-                for (int l = 0; l < L; l++)
-                    kpush(kl, grad_ready_tick(c, 0, st, l), 3, l, 0,
-                          mk(CDP_OP_RECV_FULL, -1, l, final_rank, st, 0, 0));
-            }
+static int bwd_tick(const cdp_sched_config *c, int s, int i, int l)
+{
+    return 2 * c->L * s + cdp_offset(c->N, c->L, c->rule, i) + 2 * c->L - 1 - l;
+}
+
+/* Model-parallel: the ranks of stage l are shared by the workers whose
+ * forward and backward ticks (mod 2L, the period of the timeline) do not
+ * collide; workers are placed greedily in worker order.  Ranks are numbered
+ * stage by stage.  Returns the number of ranks; slot may be NULL. */
+static int place_model_parallel(const cdp_sched_config *c, int *slot)
+{
+    const int N = c->N, L = c->L, L2 = 2 * L;
+    unsigned char *busy = NULL;   /* [nranks_of_stage * L2] */
+    int *rank_of = malloc(sizeof(int) * (size_t)N);
+    if (!rank_of) abort();
+    int base = 0;
+    for (int l = 0; l < L; l++) {
+        int nr = 0;
+        free(busy);
+        busy = calloc((size_t)N * L2, 1);
+        if (!busy) abort();
+        for (int i = 0; i < N; i++) {
+            int a = (cdp_offset(N, L, c->rule, i) + l) % L2;
+            int b = (cdp_offset(N, L, c->rule, i) + L2 - 1 - l) % L2;
+            int r = 0;
+            while (r < nr && (busy[r * L2 + a] || busy[r * L2 + b]))
+                r++;
+            if (r == nr) nr++;
+            busy[r * L2 + a] = busy[r * L2 + b] = 1;
+            rank_of[i] = r;
         }
-        /* APPLY of version v = st+1 at the latest tick where it is still in
-         * time: before this rank's first use of v, before the next full sum
-         * of the stage lands in the same buffer, and at the latest at the
-         * drain. */
-        for (int l = 0; l < L; l++) {
-            for (int st = 0; st < K; st++) {
-                const int v = st + 1;
-                int t = drain;
-                for (int i = w0; i < w1; i++) {
-                    int sp = v + cdp_lag(N, L, c->rule, i, l);
-                    if (sp < K) {
-                        int tf = L2 * sp + cdp_offset(N, L, c->rule, i) + l;
-                        if (tf < t) t = tf;
-                    }
-                }
-                if (st + 1 < K) {
-                    int tn = grad_ready_tick(c, use_allreduce, st + 1, l);
-                    if (tn < t) t = tn;
-                }
-                kpush(kl, t, 0, l, 0, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
-            }
-        }
+        if (slot)
+            for (int i = 0; i < N; i++)
+                slot[i * L + l] = base + rank_of[i];
+        base += nr;
     }
+    free(busy);
+    free(rank_of);
+    return base;
 }
 
 int cdp_schedule_ranks_needed(const cdp_sched_config *c)
 {
+    if (c->framework == CDP_FW_MODEL_PARALLEL)
+        return place_model_parallel(c, NULL);
     return c->P;
+}
+
+/* One builder for every framework.  Each (worker, stage) has a rank
+ * (slot_rank); stage l's parameters persist on its holders (every rank
+ * under replicated, the ranks of the stage under model-parallel, the owner
+ * under zero).  Activations and their gradients travel between the ranks of
+ * consecutive stages of a worker; stage gradients are summed in worker
+ * order, hopping between ranks where consecutive workers live on different
+ * ranks, and the rank of worker N-1 sends the mean to the holders; or, for
+ * dp without --deterministic, each rank sums its own workers and a
+ * collective finishes the job.  Under zero, a rank that computes with a
+ * stage it does not own gets it from the owner for that tick only. */
+static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, keyed_list *lists)
+{
+    const int N = c->N, L = c->L, P = c->P, K = c->K;
+    const int fw = c->framework;
+    const int collective = (c->rule == CDP_RULE_DP && !c->deterministic);
+    const int drain = s->nticks;
+    const int *slot = s->slot_rank;
+#define SLOT(i, l) slot[(i) * L + (l)]
+    unsigned char *holder = calloc((size_t)P * L, 1);
+    if (!holder) abort();
+    for (int l = 0; l < L; l++)
+        for (int r = 0; r < P; r++)
+            holder[r * L + l] = fw == CDP_FW_REPLICATED ? 1 : fw == CDP_FW_ZERO ? s->stage_owner[l] == r : 0;
+    if (fw == CDP_FW_MODEL_PARALLEL)
+        for (int i = 0; i < N; i++)
+            for (int l = 0; l < L; l++)
+                holder[SLOT(i, l) * L + l] = 1;
+#define WANT(r) (only_rank < 0 || only_rank == (r))
+
+    for (int st = 0; st < K; st++) {
+        for (int i = 0; i < N; i++) {
+            for (int l = 0; l < L; l++) {
+                const int r = SLOT(i, l);
+                const int v = st - cdp_lag(N, L, c->rule, i, l);
+                const int tf = fwd_tick(c, st, i, l), tb = bwd_tick(c, st, i, l);
+                const int prev_r = l > 0 ? SLOT(i, l - 1) : r, next_r = l < L - 1 ? SLOT(i, l + 1) : r;
+                /* ---- forward */
+                if (WANT(r)) {
+                    if (prev_r != r)
+                        kpush(&lists[r], tf, 2, i, 0, mk(CDP_OP_RECV_ACT, i, l, prev_r, st, v, 0));
+                    kpush(&lists[r], tf, 2, i, 1, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
+                    if (next_r != r)
+                        kpush(&lists[r], tf, 2, i, 2, mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0));
+                }
+                /* ---- backward chain */
+                if (WANT(r)) {
+                    keyed_list *kl = &lists[r];
+                    if (next_r != r)
+                        kpush(kl, tb, 1, i, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
+                    int from = i > 0 ? SLOT(i - 1, l) : r;
+                    if (!collective && i > 0 && from != r)
+                        kpush(kl, tb, 1, i, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+                    kpush(kl, tb, 1, i, 2, mk(CDP_OP_BWD, i, l, -1, st, v, 0));
+                    int first;
+                    if (collective) {   /* first of this rank's workers on stage l */
+                        first = 1;
+                        for (int j = 0; j < i; j++)
+                            if (SLOT(j, l) == r) first = 0;
+                    } else {
+                        first = i == 0;
+                    }
+                    kpush(kl, tb, 1, i, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
+                    if (prev_r != r)
+                        kpush(kl, tb, 1, i, 4, mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0));
+                    if (!collective && i < N - 1 && SLOT(i + 1, l) != r)
+                        kpush(kl, tb, 1, i, 5, mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0));
+                    if (!collective && i == N - 1) {
+                        kpush(kl, tb, 1, i, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
+                        int lastq = -1;
+                        for (int q = 0; q < P; q++)
+                            if (q != r && holder[q * L + l]) lastq = q;
+                        for (int q = 0; q < P; q++)
+                            if (q != r && holder[q * L + l])
+                                kpush(kl, tb, 1, i, 7 + q, mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
+                                                              q == lastq ? CDP_F_LAST : 0));
+                    }
+                }
+            }
+        }
+        /* ---- full gradients reach the holders */
+        for (int l = 0; l < L; l++) {
+            const int tg = grad_ready_tick(c, collective, st, l);
+            const int fin = SLOT(N - 1, l);
+            for (int r = 0; r < P; r++) {
+                if (!WANT(r)) continue;
+                if (collective) {
+                    if (fw == CDP_FW_REPLICATED) {
+                        if (l == 0)
+                            kpush(&lists[r], tg, 3, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
+                    } else if (fw == CDP_FW_MODEL_PARALLEL) {
+                        if (holder[r * L + l])
+                            kpush(&lists[r], tg, 3, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
+                    } else {    /* zero: reduce to the owner at the stage's backward tick */
+                        int t = bwd_tick(c, st, 0, l);
+                        kpush(&lists[r], t, 3, l, 0, mk(CDP_OP_REDUCE_GRAD, -1, l, s->stage_owner[l], st, 0, 0));
+                    }
+                } else if (holder[r * L + l] && r != fin) {
+                    kpush(&lists[r], tg, 3, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+                }
+            }
+        }
+    }
+
+    /* ---- parameters a zero rank borrows: per (rank, stage, version, tick) */
+    typedef struct use { int tick, rank, stage, version; } use;
+    use *uses = NULL;
+    size_t nuse = 0, capuse = 0;
+    if (fw == CDP_FW_ZERO && !collective) {
+        for (int st = 0; st < K; st++)
+            for (int i = 0; i < N; i++)
+                for (int l = 0; l < L; l++) {
+                    int r = SLOT(i, l);
+                    if (holder[r * L + l]) continue;
+                    int v = st - cdp_lag(N, L, c->rule, i, l);
+                    for (int b = 0; b < 2; b++) {
+                        int t = b ? bwd_tick(c, st, i, l) : fwd_tick(c, st, i, l);
+                        int dup = 0;
+                        for (size_t u = nuse; u-- > 0 && nuse - u <= (size_t)4 * N * L;)
+                            if (uses[u].tick == t && uses[u].rank == r && uses[u].stage == l && uses[u].version == v)
+                                dup = 1;
+                        if (dup) continue;
+                        if (nuse == capuse) {
+                            capuse = capuse ? 2 * capuse : 1024;
+                            uses = realloc(uses, capuse * sizeof *uses);
+                            if (!uses) abort();
+                        }
+                        uses[nuse++] = (use){ t, r, l, v };
+                    }
+                }
+    }
+    if (fw == CDP_FW_ZERO) {
+        if (collective) {
+            /* ZeRO-3 baseline: before each use the owner broadcasts the stage
+             * (dp: every worker uses stage l at the same two ticks) */
+            for (int st = 0; st < K; st++)
+                for (int l = 0; l < L; l++)
+                    for (int b = 0; b < 2; b++) {
+                        int t = b ? bwd_tick(c, st, 0, l) : fwd_tick(c, st, 0, l);
+                        int owner = s->stage_owner[l];
+                        for (int q = 0; q < P; q++) {
+                            if (!WANT(q)) continue;
+                            kpush(&lists[q], t, 0, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
+                            if (q != owner)
+                                kpush(&lists[q], t, 3, 1000 + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
+                        }
+                    }
+        } else {
+            for (size_t u = 0; u < nuse; u++) {
+                const use *x = &uses[u];
+                if (!WANT(x->rank)) continue;
+                const int owner = s->stage_owner[x->stage];
+                kpush(&lists[x->rank], x->tick, 0, 1000 + x->stage, x->version & 1,
+                      mk(CDP_OP_RECV_PARAMS, -1, x->stage, owner, 0, x->version, 0));
+                kpush(&lists[x->rank], x->tick, 3, 1000 + x->stage, x->version & 1,
+                      mk(CDP_OP_DROP_PARAMS, -1, x->stage, -1, 0, x->version, 0));
+            }
+        }
+    }
+
+    /* ---- APPLY of version v = st+1 on each holder, at the latest tick where
+     * it is still in time: before its first use (any rank's under zero, since
+     * the owner serves them), before the next full sum of the stage lands in
+     * the same buffer, and at the latest at the drain.  Under zero the owner
+     * then sends v to every rank that borrows it. */
+    for (int r = 0; r < P; r++) {
+        if (!WANT(r) && fw != CDP_FW_ZERO) continue;
+        for (int l = 0; l < L; l++) {
+            if (!holder[r * L + l]) continue;
+            int served_from = 0;   /* zero: sends for versions that exist before the segment */
+            for (int st = -1; st < K; st++) {
+                const int v = st + 1;
+                int t = drain;
+                if (st >= 0) {
+                    for (int i = 0; i < N; i++) {
+                        if (fw != CDP_FW_ZERO && SLOT(i, l) != r) continue;
+                        int sp = v + cdp_lag(N, L, c->rule, i, l);
+                        if (sp < K && fwd_tick(c, sp, i, l) < t) t = fwd_tick(c, sp, i, l);
+                    }
+                    if (st + 1 < K) {
+                        int tn = grad_ready_tick(c, collective, st + 1, l);
+                        if (tn < t) t = tn;
+                    }
+                    if (WANT(r))
+                        kpush(&lists[r], t, 0, l, 0, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
+                } else {
+                    t = 0;
+                }
+                if (fw != CDP_FW_ZERO || collective || !WANT(r)) continue;
+                /* serve the borrowed uses of version v (and of v-1 = -1 at the start) */
+                for (size_t u = 0; u < nuse; u++) {
+                    const use *x = &uses[u];
+                    if (x->stage != l) continue;
+                    int match = x->version == v || (st < 0 && x->version < 0);
+                    if (!match) continue;
+                    kpush(&lists[r], t, 0, 1000 + l, 2 + served_from++,
+                          mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0));
+                }
+            }
+        }
+    }
+    free(uses);
+    free(holder);
+#undef SLOT
+#undef WANT
 }
 
 int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s,
@@ -243,32 +423,47 @@ int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s
                  c->N, c->L, c->P, c->K);
         return -1;
     }
-    if ((int64_t)2 * c->L * (c->K + 1) > INT_MAX / 2) {
+    if ((int64_t)2 * c->L * (c->K + 1) > INT_MAX / 2 || c->L > 512) {
         snprintf(err, errlen, "schedule: %d steps of %d stages is too long for one segment", c->K, c->L);
         return -1;
     }
-    if (c->framework != CDP_FW_REPLICATED) {
-        snprintf(err, errlen, "--framework %s: not implemented in this version",
-                 cdp_framework_name(c->framework));
-        return -1;
-    }
-    if (c->N < c->P) {
+    const int need = cdp_schedule_ranks_needed(c);
+    if (c->framework == CDP_FW_MODEL_PARALLEL) {
+        if (c->P < need) {
+            snprintf(err, errlen, "--framework model-parallel with rule %s, N=%d workers and L=%d stages "
+                     "needs %d ranks, got %d (cdp_run --plan explains the count)",
+                     cdp_rule_name(c->rule), c->N, c->L, need, c->P);
+            return -1;
+        }
+    } else if (c->N < c->P) {
         snprintf(err, errlen, "--workers %d is fewer than the %d ranks: each rank needs at least one worker",
                  c->N, c->P);
         return -1;
     }
     const int L2 = 2 * c->L;
     s->nticks = L2 * (c->K - 1) + cdp_offset(c->N, c->L, c->rule, c->N - 1) + L2;
-    s->ranks_needed = c->P;
+    s->ranks_needed = need;
     s->worker_rank = malloc(sizeof(int) * c->N);
+    s->slot_rank = malloc(sizeof(int) * (size_t)c->N * c->L);
+    s->stage_owner = malloc(sizeof(int) * c->L);
     s->prog = calloc((size_t)c->P, sizeof *s->prog);
     keyed_list *lists = calloc((size_t)c->P, sizeof *lists);
-    if (!s->worker_rank || !s->prog || !lists) abort();
+    if (!s->worker_rank || !s->slot_rank || !s->stage_owner || !s->prog || !lists) abort();
     for (int r = 0; r < c->P; r++)
-        for (int i = first_worker(c, r); i < first_worker(c, r + 1); i++)
+        for (int i = first_worker(c->N, c->P, r); i < first_worker(c->N, c->P, r + 1); i++)
             s->worker_rank[i] = r;
+    for (int l = 0; l < c->L; l++)
+        s->stage_owner[l] = (int)(((int64_t)l * c->P) / c->L);
+    if (c->framework == CDP_FW_MODEL_PARALLEL) {
+        place_model_parallel(c, s->slot_rank);
+        for (int i = 0; i < c->N; i++) s->worker_rank[i] = -1;
+    } else {
+        for (int i = 0; i < c->N; i++)
+            for (int l = 0; l < c->L; l++)
+                s->slot_rank[i * c->L + l] = s->worker_rank[i];
+    }
 
-    build_replicated(c, only_rank, s, lists);
+    build(c, only_rank, s, lists);
 
     for (int r = 0; r < c->P; r++) {
         keyed_list *kl = &lists[r];
@@ -282,6 +477,19 @@ int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s
         free(kl->v);
     }
     free(lists);
+    return 0;
+}
+
+int cdp_schedule_holds(const cdp_schedule *s, int r, int l)
+{
+    switch (s->cfg.framework) {
+    case CDP_FW_REPLICATED: return 1;
+    case CDP_FW_ZERO: return s->stage_owner[l] == r;
+    case CDP_FW_MODEL_PARALLEL:
+        for (int i = 0; i < s->cfg.N; i++)
+            if (s->slot_rank[i * s->cfg.L + l] == r) return 1;
+        return 0;
+    }
     return 0;
 }
 

@@ -38,6 +38,8 @@ void cdp_comm_irecv(cdp_comm *c, void *buf, size_t n, int peer, int tag, MPI_Req
 
 /* Collectives of the dp baselines (counted). */
 void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n);
+/* The same on a sub-communicator (e.g. the ranks of one stage). */
+void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n);
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root);
 void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, int root);
 

@@ -24,6 +24,7 @@ typedef struct cdp_exec_config {
     uint64_t seed;
     int shuffle;
     int trace;               /* record one event per instruction */
+    const cdp_schedule *roles;   /* any schedule of the run: which stages this rank holds */
 } cdp_exec_config;
 
 typedef struct cdp_trace_event {
@@ -47,10 +48,15 @@ void cdp_exec_destroy(cdp_exec *x);
 void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0);
 
 /* Host copy of the parameters at absolute version v (the latest or the one
- * before it). */
+ * before it), of the stages this rank holds (others are left alone). */
 void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host);
-/* Host copy of the momentum buffer. */
+/* Collective: every stage's parameters at version v on rank root (each
+ * stage sent point to point by the lowest rank holding it). */
+void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root);
+/* Host copy of the momentum of the stages this rank holds. */
 void cdp_exec_get_momentum(cdp_exec *x, float *host);
+/* Whether this rank holds every stage (replicated). */
+int cdp_exec_holds_all(const cdp_exec *x);
 /* Restores a drained state: P(v) and P(v-1) (prev may be NULL when v == 0)
  * and the momentum. */
 void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *prev,

@@ -46,5 +46,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
 void cdp_options_help(FILE *f);
 /* A hash of every option that must agree across ranks. */
 uint64_t cdp_options_hash(const cdp_options *o);
+/* A hash of the options that fix the numerics (checkpoints must match). */
+uint64_t cdp_options_numerics_hash(const cdp_options *o);
 
 #endif

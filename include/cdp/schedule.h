@@ -45,6 +45,7 @@ typedef enum {
 } cdp_opcode;
 
 #define CDP_F_FIRST 1   /* ACC: first contribution, copy instead of add */
+#define CDP_F_LAST  2   /* SEND_FULL: the last send of this full gradient */
 
 typedef struct cdp_instr {
     int32_t tick;
@@ -102,6 +103,11 @@ int cdp_schedule_ranks_needed(const cdp_sched_config *c);
 int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s,
                        char *err, size_t errlen);
 void cdp_schedule_free(cdp_schedule *s);
+
+/* Whether rank r keeps stage l's parameters (and optimizer state) between
+ * uses: every rank under replicated, the ranks of the stage under
+ * model-parallel, the owner under zero. */
+int cdp_schedule_holds(const cdp_schedule *s, int r, int l);
 
 /* One instruction as text, e.g. "t=12 BWD w=2 l=0 v=1". */
 void cdp_instr_format(const cdp_instr *in, char *buf, size_t len);

@@ -2,6 +2,7 @@
  * Every rank parses the same options, loads the same data and builds its
  * own instruction list; any failure is agreed on by all ranks, reported
  * once (by the lowest failing rank) and ends every rank with exit code 1. */
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <mpi.h>
 #include "config.h"
 #include "cdp/backend.h"
+#include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
 #include "cdp/comm.h"
 #include "cdp/data.h"
@@ -26,6 +28,13 @@
 #include "cdp/trace.h"
 
 static cdp_comm comm;
+static volatile sig_atomic_t got_term;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    got_term = 1;
+}
 
 /* 1 when any rank failed; the lowest failing rank prints its message. */
 static int any_failed(int failed, const char *msg)
@@ -87,6 +96,8 @@ int main(int argc, char **argv)
     cdp_options_defaults(&o);
     int bad = cdp_options_parse(&o, argc, argv, err, sizeof err);
     FAIL_IF(bad, err);
+    if (o.checkpoint[0])   /* from now on SIGTERM means: checkpoint and stop */
+        signal(SIGTERM, on_term);
     if (o.help || o.version) {
         if (root) {
             if (o.help) cdp_options_help(stdout);
@@ -119,13 +130,14 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
-    {   /* configuration errors the schedule would find, before loading data */
-        cdp_schedule probe;
-        sc.K = 1;
-        bad = cdp_schedule_build(&sc, comm.rank, &probe, err, sizeof err);
-        if (!bad) cdp_schedule_free(&probe);
-        FAIL_IF(bad, err);
-    }
+    /* configuration errors the schedule would find, before loading data; the
+     * one-step schedule also tells the executor which stages this rank holds */
+    cdp_schedule roles;
+    sc.K = 1;
+    bad = cdp_schedule_build(&sc, comm.rank, &roles, err, sizeof err);
+    FAIL_IF(bad, err);
+    snprintf(err, sizeof err, "--checkpoint and --resume support --framework replicated only in this version");
+    FAIL_IF((o.checkpoint[0] || o.resume[0]) && o.framework != CDP_FW_REPLICATED, err);
 
     const int threads = o.threads ? o.threads : default_threads();
     const cdp_backend *be = NULL;
@@ -174,6 +186,7 @@ int main(int argc, char **argv)
         .model = &model, .be = be, .comm = &comm, .N = N, .B = o.batch,
         .sgd = { o.lr, o.momentum, o.weight_decay, o.lr_decay_epochs, o.lr_gamma, spe },
         .train = &data.train, .seed = o.seed, .shuffle = o.shuffle, .trace = o.trace[0] != 0,
+        .roles = &roles,
     };
     cdp_exec *x = cdp_exec_create(&xc, params, err, sizeof err);
     FAIL_IF(!x, err);
@@ -181,7 +194,7 @@ int main(int argc, char **argv)
     FILE *metrics = NULL;
     if (root && o.metrics[0]) {
         metrics = fopen(o.metrics, "w");
-        if (!metrics) snprintf(err, sizeof err, "--metrics %s: cannot open for writing", o.metrics);
+        if (!metrics) snprintf(err, sizeof err, "--metrics %.900s: %s", o.metrics, strerror(errno));
     }
     FAIL_IF(root && o.metrics[0] && !metrics, err);
 
@@ -203,39 +216,76 @@ int main(int argc, char **argv)
     int sched_K = 0;
     double test_loss = -1, test_acc = -1, samples_s = 0;
     int64_t k = 0;
-    double t_run = 0;
-    for (int e = 0; e < nepochs && k < total; e++) {
-        int64_t k1 = (int64_t)(e + 1) * spe;
-        if (k1 > total) k1 = total;
-        const int K = (int)(k1 - k);
-        if (K != sched_K) {
-            if (sched_K) cdp_schedule_free(&sched);
-            sc.K = K;
-            if (cdp_schedule_build(&sc, comm.rank, &sched, err, sizeof err)) {
-                fprintf(stderr, "cdp_run: error: %s\n", err);
-                MPI_Abort(comm.comm, 1);
-            }
-            sched_K = K;
-        }
-        double t0 = wall();
-        cdp_exec_run(x, &sched, k);
-        double dt = wall() - t0, dtmax;
-        MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm.comm);
-        t_run += dtmax;
-        cdp_figures_add_segment(&fig, &comm, x, K, dtmax);
-        k = k1;
 
-        double st[3], sum[3];
-        int64_t ns;
-        cdp_exec_take_train_stats(x, &st[0], &st[1], &ns);
-        st[2] = (double)ns;
-        MPI_Reduce(st, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
+    cdp_options numerics = o;
+    numerics.workers = N;
+    const uint64_t numerics_hash = cdp_options_numerics_hash(&numerics);
+    float *prev_params = malloc(model.nparams * sizeof(float));
+    float *momentum = malloc(model.nparams * sizeof(float));
+    if (!prev_params || !momentum) abort();
+    if (o.resume[0]) {
+        bad = cdp_checkpoint_read(o.resume, &model, numerics_hash, &k, params, prev_params,
+                                  momentum, err, sizeof err);
+        if (!bad && k > total)
+            snprintf(err, sizeof err, "%.900s: checkpoint at step %lld is past the end of this run "
+                     "(%lld steps)", o.resume, (long long)k, (long long)total), bad = 1;
+        FAIL_IF(bad, err);
+        cdp_exec_set_state(x, k, params, k > 0 ? prev_params : NULL, momentum);
+        if (root && !o.quiet)
+            printf("resumed from %s at step %lld\n", o.resume, (long long)k);
+    }
+    /* with checkpoints, segments are short so that SIGTERM is answered soon */
+    const int64_t chunk = o.checkpoint[0] ? 64 : spe;
+
+    for (int e = (int)(k / spe); e < nepochs && k < total; e++) {
+        int64_t k_end = (int64_t)(e + 1) * spe;
+        if (k_end > total) k_end = total;
+        double ep_time = 0, ep_stats[3] = { 0, 0, 0 };
+        int64_t ep_steps = 0;
+        int stop = 0;
+        while (k < k_end && !stop) {
+            int64_t k1 = k + chunk < k_end ? k + chunk : k_end;
+            const int K = (int)(k1 - k);
+            if (K != sched_K) {
+                if (sched_K) cdp_schedule_free(&sched);
+                sc.K = K;
+                if (cdp_schedule_build(&sc, comm.rank, &sched, err, sizeof err)) {
+                    fprintf(stderr, "cdp_run: error: %s\n", err);
+                    MPI_Abort(comm.comm, 1);
+                }
+                sched_K = K;
+            }
+            double t0 = wall();
+            cdp_exec_run(x, &sched, k);
+            double dt = wall() - t0, dtmax;
+            MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm.comm);
+            cdp_figures_add_segment(&fig, &comm, x, K, dtmax);
+            ep_time += dtmax;
+            ep_steps += K;
+            k = k1;
+            double st[3];
+            int64_t ns;
+            cdp_exec_take_train_stats(x, &st[0], &st[1], &ns);
+            st[2] = (double)ns;
+            for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
+            if (o.checkpoint[0]) {
+                int term = got_term, any;
+                MPI_Allreduce(&term, &any, 1, MPI_INT, MPI_MAX, comm.comm);
+                stop = any;
+            }
+        }
+        double sum[3];
+        MPI_Reduce(ep_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
+        int last = k == total || stop;
+        int eval = (o.eval_every && (e + 1) % o.eval_every == 0) || last;
+        if (eval)
+            cdp_exec_gather_params(x, k, params, 0);
         if (root) {
             cdp_epoch_line line = { e + 1, k, cdp_sgd_lr(&xc.sgd, k - 1), sum[0] / sum[2],
-                                    sum[1] / sum[2], -1, -1, (double)K * N * o.batch / dtmax, dtmax };
+                                    sum[1] / sum[2], -1, -1,
+                                    (double)ep_steps * N * o.batch / ep_time, ep_time };
             samples_s = (double)fig.steps * N * o.batch / fig.train_time_s;
-            if ((o.eval_every && (e + 1) % o.eval_every == 0) || k == total) {
-                cdp_exec_get_params(x, k, params);
+            if (eval) {
                 evaluate(be, &model, params, &data.test, &line.test_loss, &line.test_accuracy);
                 test_loss = line.test_loss;
                 test_acc = line.test_accuracy;
@@ -243,9 +293,32 @@ int main(int argc, char **argv)
             if (!o.quiet) cdp_report_epoch_text(stdout, &line, nepochs);
             if (metrics) cdp_report_epoch_json(metrics, &line);
         }
+        if (o.checkpoint[0] && (last || (o.checkpoint_every && (e + 1) % o.checkpoint_every == 0))) {
+            bad = 0;
+            if (root) {
+                cdp_exec_get_params(x, k, params);
+                cdp_exec_get_params(x, k > 0 ? k - 1 : 0, prev_params);
+                cdp_exec_get_momentum(x, momentum);
+                bad = cdp_checkpoint_write(o.checkpoint, &model, k, numerics_hash, params,
+                                           prev_params, momentum, err, sizeof err);
+                if (!bad && !o.quiet)
+                    printf("checkpoint %s written at step %lld\n", o.checkpoint, (long long)k);
+            }
+            FAIL_IF(bad, err);
+        }
+        if (stop) {
+            if (root)
+                fprintf(stderr, "cdp_run: SIGTERM: stopped at step %lld after writing %s\n",
+                        (long long)k, o.checkpoint);
+            cdp_exec_destroy(x);
+            MPI_Finalize();
+            return 143;
+        }
     }
     cdp_figures_finish(&fig, &comm, x);
-    cdp_exec_get_params(x, total, final_params);
+    cdp_exec_gather_params(x, total, final_params, 0);
+    free(prev_params);
+    free(momentum);
 
     bad = 0;
     if (root && o.save_weights[0]) {
@@ -288,9 +361,9 @@ int main(int argc, char **argv)
         }
     }
     FAIL_IF(verify_failed, err);
-    (void)t_run;
     if (metrics) fclose(metrics);
     if (sched_K) cdp_schedule_free(&sched);
+    cdp_schedule_free(&roles);
     cdp_exec_destroy(x);
     cdp_data_free(&data);
     free(params); free(final_params); free(init_params);

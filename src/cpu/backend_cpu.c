@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdp/backend.h"
 #include "cpu_internal.h"
@@ -66,21 +67,45 @@ static const cdp_backend cpu_backend = {
     .describe = cpu_describe,
 };
 
-/* threads <= 0: one thread per CPU of this process's affinity mask.  Both
- * pools (OpenBLAS and OpenMP) get the same count; they never run at the same
- * time (the kernels call them one after the other). */
+/* Most column blocks per GEMM (kernels_cpu.c).  The bits of a GEMM depend on
+ * its decomposition, so this must be the same for every rank and every
+ * thread count that are to agree bit for bit: CDP_GEMM_SPLIT from the
+ * environment (mpirun passes it to all ranks), else the number of CPUs
+ * online on this machine (not the affinity mask, which mpirun's binding
+ * changes per rank), rounded down to a power of two, at most 8.  More blocks
+ * than threads cost a little (each block packs its own copy of the shared
+ * operand: ~2-5% for 2 blocks on one thread, ~10% for 4 at 1024 columns). */
+static int gemm_split_default(void)
+{
+    const char *e = getenv("CDP_GEMM_SPLIT");
+    if (e && *e) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= 256)
+            return (int)v;
+        fprintf(stderr, "cdp: warning: ignoring CDP_GEMM_SPLIT='%s' (expected 1..256)\n", e);
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    int s = 1;
+    while (s * 2 <= n && s * 2 <= 8)
+        s *= 2;
+    return s;
+}
+
+/* threads <= 0: one thread per CPU of this process's affinity mask. */
 const cdp_backend *cdp_backend_cpu(int threads)
 {
     int cpus = cdp_cpu_affinity_count();
     if (threads <= 0)
         threads = cpus;
     cdp_cpu_set_threads(threads);
+    cdp_cpu_gemm_split = gemm_split_default();
 
     const char *wait = getenv("OMP_WAIT_POLICY");
     const char *note = cdp_cpu_preinit_note();
-    int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s, %d thread%s",
-                     cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), threads,
-                     threads == 1 ? "" : "s");
+    int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s, %d thread%s, "
+                     "gemm split %d", cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), threads,
+                     threads == 1 ? "" : "s", cdp_cpu_gemm_split);
     if (n > 0 && (size_t)n < sizeof cpu_desc && threads > cpus)
         n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n,
                       " on %d CPU%s (oversubscribed: mpirun --bind-to none, or fewer threads)",

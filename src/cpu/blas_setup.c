@@ -54,7 +54,9 @@ void cdp_cpu_set_threads(int threads)
 {
     if (threads < 1)
         threads = 1;
-    openblas_set_num_threads(threads);
+    /* sgemm is parallelised by kernels_cpu.c, over OpenMP, in blocks that
+     * do not depend on the thread count: OpenBLAS itself runs serially */
+    openblas_set_num_threads(1);
     omp_set_num_threads(threads);
     cdp_cpu_omp_threads = threads;
 }
@@ -75,7 +77,7 @@ const char *cdp_cpu_blas_version(void)
             cfg = "OpenBLAS";
         int words = 0;
         size_t k = 0;
-        for (; cfg[k] && k < sizeof v - 1; k++) {
+        for (; k < sizeof v - 1 && cfg[k]; k++) {
             if (cfg[k] == ' ' && ++words == 2)
                 break;
             v[k] = cfg[k];
@@ -132,23 +134,27 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
     const char *cfg = openblas_get_config();
     int dynamic = cfg && strstr(cfg, "DYNAMIC_ARCH") != NULL;
 
+    const char *user_core = getenv("OPENBLAS_CORETYPE");
     if (getenv(GUARD)) {
-        /* second run: whatever we could do has been done */
-        if (want)
-            fprintf(stderr, "cdp: warning: OpenBLAS runs the generic '%s' kernel on a CPU "
-                    "that supports '%s' (OPENBLAS_CORETYPE=%s had no effect); "
-                    "sgemm will be several times slower\n", core, want,
-                    getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "unset");
+        /* second run: whatever could be done has been done */
+        if (want && strstr(cdp_cpu_preinit_note(), "OPENBLAS_CORETYPE="))
+            fprintf(stderr, "cdp: warning: OpenBLAS still runs the generic '%s' kernel on a "
+                    "CPU that supports '%s' (OPENBLAS_CORETYPE=%s had no effect); sgemm will "
+                    "be several times slower\n", core, want, user_core ? user_core : "?");
         return;
     }
 
-    int set_core = want && dynamic && !getenv("OPENBLAS_CORETYPE");
+    int set_core = want && dynamic && !user_core;
     int set_wait = !getenv("OMP_WAIT_POLICY");
-    if (want && !set_core)
+    if (want && !set_core) {
+        char why[96];
+        if (user_core)
+            snprintf(why, sizeof why, "OPENBLAS_CORETYPE=%.40s is set", user_core);
+        else
+            snprintf(why, sizeof why, "this OpenBLAS has no DYNAMIC_ARCH");
         fprintf(stderr, "cdp: warning: OpenBLAS runs the generic '%s' kernel on a CPU that "
-                "supports '%s'%s; sgemm will be several times slower\n", core, want,
-                getenv("OPENBLAS_CORETYPE") ? " although OPENBLAS_CORETYPE is set"
-                : " and this OpenBLAS cannot switch (no DYNAMIC_ARCH)");
+                "supports '%s' (%s); sgemm will be several times slower\n", core, want, why);
+    }
     if (!set_core && !set_wait)
         return;
     if (argc < 1 || !argv || !argv[0]) {
@@ -165,6 +171,11 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
         setenv("OPENBLAS_CORETYPE", want, 1);
     if (set_wait)
         setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    /* OpenBLAS runs single-threaded under cdp (kernels_cpu.c): spare the
+     * process its thread pool */
+    int set_nthr = !getenv("OPENBLAS_NUM_THREADS");
+    if (set_nthr)
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv(GUARD, note, 1);
     fflush(stdout);
     fflush(stderr);
@@ -176,6 +187,8 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
         unsetenv("OPENBLAS_CORETYPE");
     if (set_wait)
         unsetenv("OMP_WAIT_POLICY");
+    if (set_nthr)
+        unsetenv("OPENBLAS_NUM_THREADS");
     fprintf(stderr, "cdp: warning: could not re-execute the program to set %s (%s); "
             "continuing without\n", note, strerror(e));
 }

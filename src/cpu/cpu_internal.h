@@ -32,14 +32,17 @@ void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float 
                  float *buf, float lr, float mu, float wd, int first);
 void cdp_cpu_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
 
-/* Number of OpenMP threads the elementwise kernels may use (set by
- * cdp_backend_cpu). */
+/* Number of OpenMP threads the kernels may use (set by cdp_backend_cpu). */
 extern int cdp_cpu_omp_threads;
+/* Most column blocks a GEMM is cut into (kernels_cpu.c, "GEMM
+ * decomposition"); a per-machine constant, never derived from the thread
+ * count, so that results do not depend on it. */
+extern int cdp_cpu_gemm_split;
 
 /* ---- BLAS / process set-up (blas_setup.c) ---- */
 /* CPUs in this process's affinity mask (>= 1). */
 int cdp_cpu_affinity_count(void);
-/* Sets the thread count of both pools (OpenBLAS and OpenMP). */
+/* Sets the OpenMP thread count of the kernels; OpenBLAS stays at 1. */
 void cdp_cpu_set_threads(int threads);
 /* "OpenBLAS 0.3.21" (version words of openblas_get_config()). */
 const char *cdp_cpu_blas_version(void);

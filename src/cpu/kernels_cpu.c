@@ -3,10 +3,10 @@
  *
  * Determinism.  Every kernel gives the same bits on every call and for every
  * thread count:
- *   - sgemm: OpenBLAS splits a GEMM among threads along M and N only, never
- *     along K, so every element of C is accumulated by one thread in a fixed
- *     order that depends on the shape and the BLAS kernel (core type), not on
- *     the thread count (checked by tests/test_kernels.c: 1 vs 2 threads).
+ *   - sgemm: OpenBLAS runs single-threaded; a GEMM is cut into column blocks
+ *     that depend on the shape only (see "GEMM decomposition" below) and the
+ *     OpenMP threads share the blocks out.  Checked by tests/test_kernels.c
+ *     (1 vs 2 threads).
  *   - elementwise loops: one result per element, no cross-element arithmetic.
  *   - column sums (db) run in parallel over columns; each column is summed in
  *     float in row order i = 0, 1, ..., B-1.
@@ -19,13 +19,12 @@
  * so the results are the IEEE float results of the written order; clang is
  * told the same with the STDC pragma.
  *
- * OpenMP.  Loops run in parallel only from CDP_CPU_OMP_MIN elements on (the
- * if() clauses): these loops are memory-bound and an OpenMP fork costs
- * ~10-30 us when the pool sleeps (OMP_WAIT_POLICY=PASSIVE, set by
- * cdp_backend_cpu_preinit, see blas_setup.c), so small loops stay serial and
- * never wake the OpenMP pool between two sgemm calls.  Measured with
- * bench/sgemm_limit.c --elementwise on the 2-core machines: a 262144-float
- * relu / add is ~40-70 us serial, below that the fork does not pay.
+ * Thread pools.  Only libgomp's pool runs work (OpenBLAS is kept at one
+ * thread), so the two pools of PERFORMANCE.md trap 2 never compete.
+ * Elementwise loops run in parallel only from CDP_CPU_OMP_MIN elements on
+ * (the if() clauses): they are memory-bound and an OpenMP fork costs ~10-30
+ * us when the pool sleeps (OMP_WAIT_POLICY=PASSIVE, set by
+ * cdp_backend_cpu_preinit, see blas_setup.c).
  *
  * No kernel allocates memory. */
 #include <math.h>
@@ -45,48 +44,94 @@ int cdp_cpu_omp_threads = 1;
 
 /* ------------------------------------------------------------ Linear */
 
-/* y[B,out] = x[B,in] W[out,in]^T + b: the rows of y are preloaded with b and
- * sgemm accumulates onto them (beta = 1), which saves OpenBLAS's separate
- * beta pass over C.  Each y[i][o] is b[o] plus the sgemm partial sums added
- * in the kernel's fixed K order. */
+/* GEMM decomposition.  OpenBLAS's own threading is not thread-count
+ * invariant: its threaded driver splits K differently from the serial one
+ * (level3_thread.c: (K+1)/2, level3.c: K/2 rounded up to GEMM_UNROLL_M), and
+ * some kernels ("Haswell", used on AVX2 Intel and AMD Zen) give bits that
+ * depend on where a column falls in the N partition.  Measured with OpenBLAS
+ * 0.3.21: y = x W^T for 128x784x256 differs in 26,216 of 32,768 elements
+ * between 1 and 2 OpenBLAS threads (SkylakeX kernel); with the Haswell kernel
+ * ~15% of the elements differ for every K.
+ *
+ * So OpenBLAS always runs single-threaded here, and a GEMM is cut into
+ * column blocks whose number and bounds depend only on the shape and on
+ * cdp_cpu_gemm_split (a per-machine constant, see backend_cpu.c), never on
+ * the thread count: the same single-threaded sgemm calls are made whatever
+ * the number of threads, and OpenMP threads merely share them out.  Blocks
+ * are at least GEMM_MIN_COLS columns and GEMM_MIN_MNK multiply-adds (well
+ * above OpenBLAS's small-matrix kernel threshold, 100^3, whose use would
+ * otherwise depend on the block size). */
+#define GEMM_MIN_COLS 128
+#define GEMM_MIN_MNK 4.0e6
+
+int cdp_cpu_gemm_split = 1;
+
+static int gemm_blocks(int M, int N, int K)
+{
+    int nb = cdp_cpu_gemm_split;
+    if (nb > N / GEMM_MIN_COLS)
+        nb = N / GEMM_MIN_COLS;
+    double mnk = (double)M * (double)N * (double)K;
+    if (nb > (int)(mnk / GEMM_MIN_MNK))
+        nb = (int)(mnk / GEMM_MIN_MNK);
+    return nb < 1 ? 1 : nb;
+}
+
+/* first column of block q of nb over N columns (multiples of 16) */
+static int block_col(int N, int nb, int q)
+{
+    if (q >= nb)
+        return N;
+    return (int)((int64_t)N * q / nb) / 16 * 16;
+}
+
+static int gemm_threads(int nb)
+{
+    return nb < cdp_cpu_omp_threads ? nb : cdp_cpu_omp_threads;
+}
+
+/* y[B,out] = x[B,in] W[out,in]^T + b.  Per column block: the rows of y are
+ * preloaded with b and sgemm accumulates onto them (beta = 1), which saves
+ * OpenBLAS's separate beta pass over C.  Each y[i][o] is b[o] plus the sgemm
+ * partial sums added in the kernel's fixed K order. */
 void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
                         const float *b, float *y)
 {
     if (B <= 0 || out <= 0)
         return;
-    size_t row = (size_t)out * sizeof(float);
-    for (int i = 0; i < B; i++)
-        memcpy(y + (size_t)i * (size_t)out, b, row);
-    if (in <= 0)
-        return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in,
-                1.0f, x, in, W, in, 1.0f, y, out);
-}
-
-/* db[o] = sum over i = 0..B-1 (in this order, in float) of dy[i][o].  Columns
- * are cut into blocks of 256 so that the inner loop vectorises across
- * columns; blocks are shared among threads, never rows. */
-#define COLBLOCK 256
-static void colsum(int B, int out, const float *dy, float *db)
-{
-    int nblk = (out + COLBLOCK - 1) / COLBLOCK;
-#pragma omp parallel for PAR((size_t)B * (size_t)out)
-    for (int blk = 0; blk < nblk; blk++) {
-        int o0 = blk * COLBLOCK;
-        int o1 = o0 + COLBLOCK < out ? o0 + COLBLOCK : out;
-        float *d = db + o0;
-        int w = o1 - o0;
-        const float *r = dy + o0;
-        for (int o = 0; o < w; o++)
-            d[o] = r[o];
-        for (int i = 1; i < B; i++) {
-            r = dy + (size_t)i * (size_t)out + o0;
-            for (int o = 0; o < w; o++)
-                d[o] = d[o] + r[o];
-        }
+    int nb = gemm_blocks(B, out, in);
+    int nt = gemm_threads(nb);
+#pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
+    for (int q = 0; q < nb; q++) {
+        int o0 = block_col(out, nb, q), o1 = block_col(out, nb, q + 1);
+        size_t w = (size_t)(o1 - o0) * sizeof(float);
+        for (int i = 0; i < B; i++)
+            memcpy(y + (size_t)i * (size_t)out + o0, b + o0, w);
+        if (in > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, o1 - o0, in,
+                        1.0f, x, in, W + (size_t)o0 * (size_t)in, in, 1.0f, y + o0, out);
     }
 }
 
+/* db[o0..o1) = sum over i = 0..B-1 (in this order, in float) of dy[i][o];
+ * the inner loop runs across columns so that it vectorises. */
+static void colsum(int B, int out, int o0, int o1, const float *dy, float *db)
+{
+    int w = o1 - o0;
+    float *d = db + o0;
+    const float *r = dy + o0;
+    for (int o = 0; o < w; o++)
+        d[o] = r[o];
+    for (int i = 1; i < B; i++) {
+        r = dy + (size_t)i * (size_t)out + o0;
+        for (int o = 0; o < w; o++)
+            d[o] = d[o] + r[o];
+    }
+}
+
+/* dW[out,in] = dy^T x (column blocks over in), db = column sums of dy
+ * (column blocks over out), dx[B,in] = dy W (column blocks over in), all in
+ * one parallel region. */
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
                         const float *dy, float *dx, float *dW, float *db)
 {
@@ -97,14 +142,31 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
         memset(db, 0, (size_t)out * sizeof(float));
         return;
     }
-    /* dW[out,in] = dy[B,out]^T x[B,in] */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B,
-                1.0f, dy, out, x, in, 0.0f, dW, in);
-    colsum(B, out, dy, db);
-    /* dx[B,in] = dy[B,out] W[out,in] */
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out,
-                    1.0f, dy, out, W, in, 0.0f, dx, in);
+    int nw = gemm_blocks(out, in, B);
+    int nx = dx ? gemm_blocks(B, in, out) : 0;
+    int nt = gemm_threads(nw > nx ? nw : nx);
+    /* db: blocks of at least 256 columns, one per thread at most */
+    int nd = out / 256 < nt ? out / 256 : nt;
+    if (nd < 1)
+        nd = 1;
+#pragma omp parallel if (nt > 1) num_threads(nt)
+    {
+#pragma omp for schedule(static) nowait
+        for (int q = 0; q < nw; q++) {
+            int c0 = block_col(in, nw, q), c1 = block_col(in, nw, q + 1);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, c1 - c0, B,
+                        1.0f, dy, out, x + c0, in, 0.0f, dW + c0, in);
+        }
+#pragma omp for schedule(static) nowait
+        for (int q = 0; q < nx; q++) {
+            int c0 = block_col(in, nx, q), c1 = block_col(in, nx, q + 1);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, c1 - c0, out,
+                        1.0f, dy, out, W + c0, in, 0.0f, dx + c0, in);
+        }
+#pragma omp for schedule(static) nowait
+        for (int q = 0; q < nd; q++)
+            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), dy, db);
+    }
 }
 
 /* ------------------------------------------------------------ elementwise */

@@ -1,0 +1,44 @@
+# Checkpoints resume bit for bit: a run cut in two (at a step boundary, and
+# by SIGTERM) ends with exactly the weights of the uninterrupted run; a
+# checkpoint from other options or a damaged file is refused.
+. "$(dirname "$0")/lib.sh"
+M=mlp:784-32-16-10
+common="--data synthetic --model $M --workers 4 --batch 8 --quiet --eval-every 0 --lr 0.05 --momentum 0.9"
+for np in 1 2; do
+    for rule in cdp-v1 dp; do
+        run $np $common --rule $rule --steps 150 --save-weights "$TMP/full.st" >/dev/null || fail "full run"
+        run $np $common --rule $rule --steps 70 --checkpoint "$TMP/c.st" >/dev/null || fail "first half"
+        run $np $common --rule $rule --steps 150 --resume "$TMP/c.st" --save-weights "$TMP/resumed.st" >/dev/null \
+            || fail "resume"
+        same $M "$TMP/resumed.st" "$TMP/full.st" 0 "$rule on $np ranks: checkpoint at step 70 + resume = uninterrupted run"
+    done
+done
+# SIGTERM: one process, stopped while training, resumed
+run 1 $common --rule cdp-v2 --steps 2000 --save-weights "$TMP/full2.st" >/dev/null || fail "full run"
+"$CDP" $common --rule cdp-v2 --steps 2000 --checkpoint "$TMP/t.st" >/dev/null 2>"$TMP/term.err" &
+pid=$!
+sleep 3
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ $rc -eq 143 ] && [ -f "$TMP/t.st" ] && grep -q SIGTERM "$TMP/term.err"; then
+    pass "SIGTERM: checkpoint written, exit 143 ($(cat "$TMP/term.err"))"
+    run 1 $common --rule cdp-v2 --steps 2000 --resume "$TMP/t.st" --save-weights "$TMP/resumed2.st" >/dev/null \
+        || fail "resume after SIGTERM"
+    same $M "$TMP/resumed2.st" "$TMP/full2.st" 0 "SIGTERM + resume = uninterrupted run"
+elif [ $rc -eq 0 ]; then
+    echo "note: the run finished before SIGTERM arrived; nothing to check"
+else
+    fail "SIGTERM: exit $rc, $(cat "$TMP/term.err")"
+fi
+# refusals
+out=$(run 2 $common --rule cdp-v2 --lr 0.1 --steps 150 --resume "$TMP/c.st" 2>&1) \
+    && fail "a checkpoint resumed under another --lr" \
+    || { echo "$out" | grep -q "other --model" && pass "other options refused: $(echo "$out" | grep error)" \
+         || fail "other options: $out"; }
+head -c 300 "$TMP/c.st" > "$TMP/cut.st"
+out=$(run 2 $common --rule dp --steps 150 --resume "$TMP/cut.st" 2>&1) \
+    && fail "a truncated checkpoint was accepted" \
+    || { [ "$(echo "$out" | grep -c '^cdp_run: error:')" -eq 1 ] && pass "truncated checkpoint refused: $(echo "$out" | grep error)" \
+         || fail "truncated checkpoint: $out"; }
+finish
