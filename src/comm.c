@@ -21,6 +21,16 @@ int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
     return 0;
 }
 
+double cdp_comm_allreduce_bytes(int P, double n)
+{
+    return 2.0 * (P - 1) / P * n;
+}
+
+double cdp_comm_bcast_bytes(int P, double n)
+{
+    return (double)(P - 1) / P * n;
+}
+
 int cdp_comm_tag(int kind, int stage)
 {
     return kind * 1024 + stage;
@@ -64,14 +74,14 @@ void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n)
     MPI_Comm_size(sub, &size);
     MPI_Allreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, sub);
     c->collectives++;
-    count(c, (int64_t)(2.0 * (size - 1) / size * (double)n * sizeof(float)));
+    count(c, (int64_t)cdp_comm_allreduce_bytes(size, (double)n * sizeof(float)));
 }
 
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root)
 {
     MPI_Bcast(buf, as_count(n), MPI_BYTE, root, c->comm);
     c->collectives++;
-    count(c, (int64_t)((double)(c->size - 1) / c->size * (double)n));
+    count(c, (int64_t)cdp_comm_bcast_bytes(c->size, (double)n));
 }
 
 void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, int root)
@@ -79,7 +89,7 @@ void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, 
     MPI_Reduce(c->rank == root ? MPI_IN_PLACE : send, c->rank == root ? recv : NULL,
                as_count(n), MPI_FLOAT, MPI_SUM, root, c->comm);
     c->collectives++;
-    count(c, (int64_t)((double)(c->size - 1) / c->size * (double)n * sizeof(float)));
+    count(c, (int64_t)cdp_comm_bcast_bytes(c->size, (double)n * sizeof(float)));
 }
 
 int cdp_comm_any(cdp_comm *c, int flag)

@@ -613,6 +613,23 @@ static int check_dir(const char *dir, const char *kind, char *err, size_t errlen
     return 0;
 }
 
+int cdp_data_synthetic(int dim, uint64_t seed, cdp_data *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (dim < 1 || dim > (1 << 24)) {
+        set_err(err, errlen, "synthetic: bad image size %d", dim);
+        return -1;
+    }
+    if (make_synthetic_stream(SYN_TRAIN_N, dim, seed, STREAM_SYN_TRAIN, &out->train) != 0 ||
+        make_synthetic_stream(SYN_TEST_N, dim, seed, STREAM_SYN_TEST, &out->test) != 0) {
+        cdp_data_free(out);
+        set_err(err, errlen, "synthetic: out of memory");
+        return -1;
+    }
+    snprintf(out->name, sizeof out->name, "%s", "synthetic");
+    return 0;
+}
+
 int cdp_data_load(const char *kind, const char *dir, uint64_t seed,
                   cdp_data *out, char *err, size_t errlen)
 {
@@ -625,17 +642,8 @@ int cdp_data_load(const char *kind, const char *dir, uint64_t seed,
         return -1;
     }
 
-    if (strcmp(kind, "synthetic") == 0) {
-        if (make_synthetic_stream(SYN_TRAIN_N, SYN_DIM, seed, STREAM_SYN_TRAIN,
-                                  &out->train) != 0 ||
-            make_synthetic_stream(SYN_TEST_N, SYN_DIM, seed, STREAM_SYN_TEST,
-                                  &out->test) != 0) {
-            set_err(err, errlen, "synthetic: out of memory");
-            goto fail;
-        }
-        snprintf(out->name, sizeof out->name, "%s", "synthetic");
-        return 0;
-    }
+    if (strcmp(kind, "synthetic") == 0)
+        return cdp_data_synthetic(SYN_DIM, seed, out, err, errlen);
 
     if (strcmp(kind, "fashion-mnist") == 0 || strcmp(kind, "mnist") == 0) {
         if (!dir) {

@@ -179,7 +179,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         snprintf(opt, sizeof opt, "--%s", name);
         switch (c) {
         case O_MODEL: if (copy_str(opt, optarg, o->model, sizeof o->model, err, errlen)) return -1; break;
-        case O_STAGES: if (parse_int(opt, optarg, 1, 64, &iv, err, errlen)) return -1; o->stages = (int)iv; break;
+        case O_STAGES: if (parse_int(opt, optarg, 1, 4096, &iv, err, errlen)) return -1; o->stages = (int)iv; break;
         case O_WORKERS: if (parse_int(opt, optarg, 1, 1 << 20, &iv, err, errlen)) return -1; o->workers = (int)iv; break;
         case O_BATCH: if (parse_int(opt, optarg, 1, 1 << 20, &iv, err, errlen)) return -1; o->batch = (int)iv; break;
         case O_RULE:

@@ -4,6 +4,7 @@
  * against the instruction lists for small configurations. */
 #include <stdlib.h>
 #include <string.h>
+#include "cdp/comm.h"
 #include "cdp/plan.h"
 
 typedef struct plan_fig {
@@ -70,6 +71,100 @@ static int figures(const cdp_sched_config *c, const cdp_model *m, int B, plan_fi
     free(du);
     free(db);
     return 0;
+}
+
+/* Traffic per tick read off the instruction lists of every rank (the
+ * frameworks other than replicated), with the counting rules of cdp/comm.h.
+ * Returns the collective calls per step, or -1 when the schedule is too big
+ * to build here. */
+static double schedule_traffic(const cdp_sched_config *c, const cdp_model *m, int B, plan_fig *f)
+{
+    if ((double)c->N * c->L * c->K * 6 > 2e7) return -1;
+    cdp_schedule s;
+    char err[256];
+    if (cdp_schedule_build(c, -1, &s, err, sizeof err)) return -1;
+    memset(f->sent, 0, sizeof(double) * (size_t)f->T);
+    double coll = 0, total = 0;
+    for (int l = 0; l < c->L; l++) total += stage_param_bytes(m, l);
+    for (int r = 0; r < c->P; r++)
+        for (size_t k = 0; k < s.prog[r].n; k++) {
+            const cdp_instr *in = &s.prog[r].ins[k];
+            const int l = in->stage;
+            double b = 0;
+            switch (in->op) {
+            case CDP_OP_SEND_GRAD: case CDP_OP_SEND_FULL: case CDP_OP_SEND_PARAMS:
+                b = stage_param_bytes(m, l); break;
+            case CDP_OP_SEND_ACT:
+                b = m ? (double)B * cdp_stage_out(m, l) * 4.0 : 1.0; break;
+            case CDP_OP_SEND_DACT:
+                b = m ? (double)B * cdp_stage_in(m, l) * 4.0 : 1.0; break;
+            case CDP_OP_ALLREDUCE:
+                coll++;
+                if (l < 0) {
+                    b = cdp_comm_allreduce_bytes(c->P, total);
+                } else {
+                    int S = 0;
+                    for (int q = 0; q < c->P; q++) S += cdp_schedule_holds(&s, q, l);
+                    b = cdp_comm_allreduce_bytes(S, stage_param_bytes(m, l));
+                }
+                break;
+            case CDP_OP_BCAST_PARAMS: case CDP_OP_REDUCE_GRAD:
+                coll++;
+                b = cdp_comm_bcast_bytes(c->P, stage_param_bytes(m, l));
+                break;
+            default: break;
+            }
+            if (in->tick < f->T) f->sent[in->tick] += b;
+        }
+    cdp_schedule_free(&s);
+    return coll / c->K;
+}
+
+static void explain_ranks(FILE *out, const cdp_sched_config *c)
+{
+    if (c->framework == CDP_FW_REPLICATED) {
+        fprintf(out, "ranks used: %d (workers in contiguous blocks; each rank holds the whole model)\n", c->P);
+        return;
+    }
+    if (c->framework == CDP_FW_ZERO) {
+        fprintf(out, "ranks used: %d (workers in contiguous blocks; rank floor(l*P/L) owns stage l's "
+                "parameters, gradient and optimizer state; others hold a stage only in the ticks "
+                "they compute with it)\n", c->P);
+        return;
+    }
+    cdp_sched_config one = *c;
+    one.P = cdp_schedule_ranks_needed(c);
+    one.K = 1;
+    cdp_schedule s;
+    char err[256];
+    fprintf(out, "ranks used: %d (model-parallel: ranks hold stages; the workers of a stage share a "
+            "rank when their forward and backward ticks, modulo the %d-tick cycle, never collide)\n",
+            one.P, 2 * c->L);
+    if (c->L > 32 || c->N > 64 || cdp_schedule_build(&one, 0, &s, err, sizeof err)) return;
+    for (int l = 0; l < c->L; l++) {
+        int lo = one.P, hi = -1;
+        for (int i = 0; i < c->N; i++) {
+            int r = s.slot_rank[i * c->L + l];
+            if (r < lo) lo = r;
+            if (r > hi) hi = r;
+        }
+        fprintf(out, "  stage %d: %d rank%s:", l, hi - lo + 1, hi > lo ? "s" : "");
+        for (int r = lo; r <= hi; r++) {
+            fprintf(out, " rank %d {", r);
+            int first = 1;
+            for (int i = 0; i < c->N; i++)
+                if (s.slot_rank[i * c->L + l] == r) {
+                    fprintf(out, "%sw%d@%d,%d", first ? "" : " ", i,
+                            (cdp_offset(c->N, c->L, c->rule, i) + l) % (2 * c->L),
+                            (cdp_offset(c->N, c->L, c->rule, i) + 2 * c->L - 1 - l) % (2 * c->L));
+                    first = 0;
+                }
+            fprintf(out, "}");
+        }
+        fputc('\n', out);
+    }
+    fprintf(out, "  (w<i>@<f>,<b>: worker i runs its forward and backward of the stage at ticks f and b of the cycle)\n");
+    cdp_schedule_free(&s);
 }
 
 static void fig_free(plan_fig *f)
@@ -141,14 +236,24 @@ static void picture(FILE *out, const cdp_sched_config *c)
 int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int B,
                    char *err, size_t errlen)
 {
-    if (c->N < 1 || c->L < 1 || c->P < 1 || c->K < 1 || c->N < c->P) {
+    cdp_sched_config cc = *c;
+    if (c->framework == CDP_FW_MODEL_PARALLEL)
+        cc.P = cdp_schedule_ranks_needed(c);   /* the plan shows what it needs */
+    c = &cc;
+    if (c->N < 1 || c->L < 1 || c->P < 1 || c->K < 1 ||
+        (c->framework != CDP_FW_MODEL_PARALLEL && c->N < c->P)) {
         snprintf(err, errlen, "--plan: need N >= P >= 1, L >= 1 (got N=%d L=%d P=%d)", c->N, c->L, c->P);
         return -1;
     }
     fprintf(out, "plan: rule %s, framework %s, N=%d workers, L=%d stages, P=%d ranks, %d steps shown\n",
             cdp_rule_name(c->rule), cdp_framework_name(c->framework), c->N, c->L, c->P, c->K);
-    fprintf(out, "ranks used: %d (workers in contiguous blocks; each rank holds a full replica)\n",
-            cdp_schedule_ranks_needed(c));
+    explain_ranks(out, c);
+    if (c->framework == CDP_FW_MODEL_PARALLEL) {
+        cdp_sched_config dp = *c;
+        dp.rule = CDP_RULE_DP;
+        fprintf(out, "  (its dp baseline, every worker in lockstep, needs %d ranks: N x L)\n",
+                cdp_schedule_ranks_needed(&dp));
+    }
     fprintf(out, "offsets (ticks):");
     for (int i = 0; i < c->N && i < 32; i++) fprintf(out, " %d", cdp_offset(c->N, c->L, c->rule, i));
     fprintf(out, c->N > 32 ? " ...\n" : "\n");
@@ -171,6 +276,18 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
         snprintf(err, errlen, "--plan: out of memory");
         return -1;
     }
+    double coll = (c->rule == CDP_RULE_DP && !c->deterministic) ? 1 : 0;
+    if (c->framework != CDP_FW_REPLICATED) {
+        if (c->framework == CDP_FW_MODEL_PARALLEL)
+            dp.P = cdp_schedule_ranks_needed(&dp);
+        coll = schedule_traffic(c, m, B, &f);
+        if (coll < 0 || schedule_traffic(&dp, m, B, &fd) < 0) {
+            fprintf(out, "(traffic figures need the instruction lists; this size is too big to build them here)\n");
+            memset(f.sent, 0, sizeof(double) * (size_t)f.T);
+            memset(fd.sent, 0, sizeof(double) * (size_t)fd.T);
+            coll = -1;
+        }
+    }
     int list = f.T <= 64;
     if (list) {
         fprintf(out, "%-6s %12s %16s %16s\n", "tick", "act (stages)", "act bytes", "bytes sent");
@@ -182,18 +299,23 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
     double pb, pbd, ps, psd, ms, msd;
     peaks(&f, &pu, &pb, &ps, &ms);
     peaks(&fd, &pud, &pbd, &psd, &msd);
-    fprintf(out, "peak activations: %lld stage-activations (%.0f bytes at B=%d); dp: %lld (%.0f bytes)\n",
-            (long long)pu, pb, B, (long long)pud, pbd);
+    if (m)
+        fprintf(out, "peak activations: %lld stage-activations (%.0f bytes at B=%d); dp: %lld (%.0f bytes)\n",
+                (long long)pu, pb, B, (long long)pud, pbd);
+    else
+        fprintf(out, "peak activations: %lld stage-activations; dp: %lld (more stages than the model has "
+                "layers: figures in stage units, traffic in stage-gradient units)\n", (long long)pu, (long long)pud);
     fprintf(out, "peak ratio %s/dp: activations %.3f", cdp_rule_name(c->rule), (double)pu / (double)pud);
-    if (c->P > 1 && psd > 0)
+    if (psd > 0)
         fprintf(out, ", bytes sent in the busiest tick %.3f", ps / psd);
     fputc('\n', out);
-    if (c->P > 1)
+    if (psd > 0)
         fprintf(out, "bytes sent: peak tick %.0f, mean per tick %.0f (dp with MPI_Allreduce: peak %.0f, mean %.0f;\n"
                 "  an all-reduce counts 2(P-1)/P x its bytes per rank, the ring algorithm's traffic)\n",
                 ps, ms, psd, msd);
-    fprintf(out, "collective calls per step: %d\n",
-            (c->rule == CDP_RULE_DP && !c->deterministic) ? 1 : 0);
+    if (coll >= 0)
+        fprintf(out, "collective calls per step (all ranks): %g\n",
+                c->framework == CDP_FW_REPLICATED ? coll * c->P : coll);
     fig_free(&f);
     fig_free(&fd);
     return 0;

@@ -171,25 +171,30 @@ static int bwd_tick(const cdp_sched_config *c, int s, int i, int l)
 static int place_model_parallel(const cdp_sched_config *c, int *slot)
 {
     const int N = c->N, L = c->L, L2 = 2 * L;
-    unsigned char *busy = NULL;   /* [nranks_of_stage * L2] */
+    if (c->rule == CDP_RULE_DP) {   /* lockstep: every worker its own rank per stage */
+        if (slot)
+            for (int i = 0; i < N; i++)
+                for (int l = 0; l < L; l++)
+                    slot[i * L + l] = l * N + i;
+        return N * L;
+    }
+    unsigned char *busy = calloc((size_t)N * L2, 1);   /* [rank of the stage][tick mod 2L] */
     int *rank_of = malloc(sizeof(int) * (size_t)N);
-    if (!rank_of) abort();
+    if (!busy || !rank_of) abort();
     int base = 0;
     for (int l = 0; l < L; l++) {
         int nr = 0;
-        free(busy);
-        busy = calloc((size_t)N * L2, 1);
-        if (!busy) abort();
         for (int i = 0; i < N; i++) {
             int a = (cdp_offset(N, L, c->rule, i) + l) % L2;
             int b = (cdp_offset(N, L, c->rule, i) + L2 - 1 - l) % L2;
             int r = 0;
-            while (r < nr && (busy[r * L2 + a] || busy[r * L2 + b]))
+            while (r < nr && (busy[(size_t)r * L2 + a] || busy[(size_t)r * L2 + b]))
                 r++;
             if (r == nr) nr++;
-            busy[r * L2 + a] = busy[r * L2 + b] = 1;
+            busy[(size_t)r * L2 + a] = busy[(size_t)r * L2 + b] = 1;
             rank_of[i] = r;
         }
+        memset(busy, 0, (size_t)nr * L2);
         if (slot)
             for (int i = 0; i < N; i++)
                 slot[i * L + l] = base + rank_of[i];

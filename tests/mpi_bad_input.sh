@@ -35,7 +35,7 @@ for np in 1 3; do
     check $np "truncated.st" --data synthetic --model mlp:784-16-10 --init-weights "$TMP/truncated.st"
     check $np "shape" --data synthetic --model mlp:784-32-10 --init-weights "$TMP/small.st"
     check $np "missing.st" --data synthetic --init-weights "$TMP/missing.st"
-    check $np "inputs" --data synthetic --model mlp:100-10
+    check $np "inputs" --model mlp:100-10
 done
 check 3 "fewer than the 3 ranks" --data synthetic --workers 2
 finish

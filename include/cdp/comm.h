@@ -17,6 +17,10 @@
 
 enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS, CDP_TAG_STATS };
 
+/* Bytes one rank is counted for in a collective of n bytes over P ranks. */
+double cdp_comm_allreduce_bytes(int P, double n);
+double cdp_comm_bcast_bytes(int P, double n);   /* also MPI_Reduce */
+
 typedef struct cdp_comm {
     MPI_Comm comm;
     int rank, size;

@@ -51,6 +51,9 @@ int cdp_make_synthetic(int64_t n, int dim, uint64_t seed, cdp_dataset *out);
 int cdp_data_load(const char *kind, const char *dir, uint64_t seed,
                   cdp_data *out, char *err, size_t errlen);
 
+/* The synthetic set with images of dim bytes (8192 train, 2048 test). */
+int cdp_data_synthetic(int dim, uint64_t seed, cdp_data *out, char *err, size_t errlen);
+
 void cdp_dataset_free(cdp_dataset *d);
 void cdp_data_free(cdp_data *d);
 

@@ -115,6 +115,21 @@ int main(int argc, char **argv)
     const int P = comm.size;
     const int N = o.workers ? o.workers : (P > 4 ? P : 4);
     cdp_model model;
+    if (o.plan && o.stages > 0) {
+        /* a plan may reason about more stages than the model has layers:
+         * its figures are then in stage-activation units */
+        cdp_model_parse(o.model, 0, &model, err, sizeof err);
+        if (o.stages > model.nlayers) {
+            cdp_sched_config pc = { N, o.stages, P, o.rule, o.framework, o.deterministic, o.plan_steps };
+            if (root)
+                bad = cdp_plan_print(stdout, &pc, NULL, o.batch, err, sizeof err);
+            MPI_Bcast(&bad, 1, MPI_INT, 0, comm.comm);
+            FAIL_IF(bad && root, err);
+            FAIL_IF(bad, "--plan failed");
+            MPI_Finalize();
+            return 0;
+        }
+    }
     bad = cdp_model_parse(o.model, o.stages, &model, err, sizeof err);
     FAIL_IF(bad, err);
     const int L = model.nstages;
@@ -149,7 +164,10 @@ int main(int argc, char **argv)
 
     cdp_data data;
     memset(&data, 0, sizeof data);
-    bad = cdp_data_load(o.data, o.data_dir, o.seed, &data, err, sizeof err);
+    if (!strcmp(o.data, "synthetic"))   /* shaped to fit the model's input */
+        bad = cdp_data_synthetic(model.dims[0], o.seed, &data, err, sizeof err);
+    else
+        bad = cdp_data_load(o.data, o.data_dir, o.seed, &data, err, sizeof err);
     FAIL_IF(bad, err);
     if (!bad && data.train.dim != model.dims[0])
         snprintf(err, sizeof err, "--model %s takes %d inputs but %s images have %d values",
