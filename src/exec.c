@@ -2,8 +2,9 @@
  *
  * Model state of stage l on this rank (all from the `state` allocator, so
  * its peak is measured, not estimated):
- *   param[v & 1][l]  parameters at version v (holders: two slots, current
- *                    and previous, for lagging workers)
+ *   param[slot][l]   parameters at version v in slot v & 1 (holders: two
+ *                    slots, current and previous, where a worker lags on the
+ *                    stage; one slot, updated in place, where none does)
  *   mom[l], full[l]  momentum and the full (mean) gradient (holders)
  *   acc[l]           the running sum of the step in progress, from the first
  *                    contribution on this rank until it leaves the rank
@@ -30,6 +31,7 @@ typedef struct pending {
     size_t bytes;
     void *staging;      /* host copy when the backend's memory is not MPI-addressable */
     int is_recv;
+    int due;            /* sends: tick at which the receiver has posted (-1: none) */
 } pending;
 
 typedef struct deferred {
@@ -56,6 +58,7 @@ struct cdp_exec {
     float *acc_block;           /* replicated dp: one block, one all-reduce */
     float *scratch, *ws;
     int64_t slot_version[2][CDP_MAX_LAYERS];
+    int nslots[CDP_MAX_LAYERS];
     int64_t updates[CDP_MAX_LAYERS];
 
     /* activations of (worker, stage), index i*L + l */
@@ -136,12 +139,17 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         x->borrowed_version[l][0] = x->borrowed_version[l][1] = -2;
         if (!x->holds[l]) continue;
         const size_t nb = stage_bytes(x, l);
+        x->nslots[l] = 1;
+        for (int i = 0; i < x->N; i++)
+            if (cdp_lag(x->N, x->L, cfg->roles->cfg.rule, i, l))
+                x->nslots[l] = 2;
         x->param[0][l] = cdp_actmem_alloc(&x->state, nb);
-        x->param[1][l] = cdp_actmem_alloc(&x->state, nb);
+        x->param[1][l] = x->nslots[l] == 2 ? cdp_actmem_alloc(&x->state, nb) : x->param[0][l];
         x->mom[l] = cdp_actmem_alloc(&x->state, nb);
         x->full[l] = cdp_actmem_alloc(&x->state, nb);
         be->to_device(x->param[0][l], init + x->m->stage_off[l], nb);
-        be->copy(x->param[1][l], x->param[0][l], nb);
+        if (x->nslots[l] == 2)
+            be->copy(x->param[1][l], x->param[0][l], nb);
         be->zero(x->mom[l], nb);
     }
     const cdp_sched_config *rc = &cfg->roles->cfg;
@@ -187,7 +195,8 @@ void cdp_exec_destroy(cdp_exec *x)
         if (x->holds[l]) {
             const size_t nb = stage_bytes(x, l);
             cdp_actmem_free(&x->state, x->param[0][l], nb);
-            cdp_actmem_free(&x->state, x->param[1][l], nb);
+            if (x->nslots[l] == 2)
+                cdp_actmem_free(&x->state, x->param[1][l], nb);
             cdp_actmem_free(&x->state, x->mom[l], nb);
             cdp_actmem_free(&x->state, x->full[l], nb);
         }
@@ -262,6 +271,21 @@ static void wait_range(cdp_exec *x, const void *buf, size_t bytes)
     }
 }
 
+/* Sends whose receiver posted before tick `tick` must be done: the memory
+ * they hold then follows the timeline, not how far this rank runs ahead. */
+static void wait_due(cdp_exec *x, int tick)
+{
+    for (size_t k = 0; k < x->npend;) {
+        pending *p = &x->pend[k];
+        if (!p->is_recv && p->due >= 0 && p->due < tick) {
+            MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+            finish(x, k);
+        } else {
+            k++;
+        }
+    }
+}
+
 static void wait_all(cdp_exec *x)
 {
     while (x->npend) {
@@ -302,7 +326,7 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
         x->cappend = cap;
     }
     pending *p = &x->pend[x->npend++];
-    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv };
+    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1 };
     if (!x->mpi_direct) {
         p->staging = malloc(bytes);
         if (!p->staging) abort();
@@ -310,9 +334,10 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
     return p;
 }
 
-static void post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag)
+static void post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag, int due)
 {
     pending *p = new_pending(x, (void *)buf, bytes, 0);
+    p->due = due;
     if (p->staging)
         x->be->to_host(p->staging, buf, bytes);
     else
@@ -369,7 +394,7 @@ static int64_t abs_version(int64_t k0, int32_t rel)
 static const float *stage_params(cdp_exec *x, int l, int64_t v)
 {
     if (x->holds[l]) {
-        int s = (int)(v & 1);
+        int s = x->nslots[l] == 2 ? (int)(v & 1) : 0;
         if (x->slot_version[s][l] != v) {
             fprintf(stderr, "cdp: internal error: stage %d needs version %lld, slot holds %lld\n",
                     l, (long long)v, (long long)x->slot_version[s][l]);
@@ -509,13 +534,14 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const size_t n = x->m->stage_n[l];
     wait_range(x, x->full[l], n * sizeof(float));
     const float *src = stage_params(x, l, v - 1);
-    float *dst = x->param[v & 1][l];
-    wait_range(x, dst, n * sizeof(float));    /* sends of version v-2 from this slot */
+    const int slot = x->nslots[l] == 2 ? (int)(v & 1) : 0;   /* one slot: in place */
+    float *dst = x->param[slot][l];
+    wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
     const cdp_sgd *o = &x->cfg.sgd;
     x->be->sgd(n, src, dst, x->full[l], x->mom[l], cdp_sgd_lr(o, v - 1),
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0);
     x->updates[l]++;
-    x->slot_version[v & 1][l] = v;
+    x->slot_version[slot][l] = v;
 }
 
 static float *borrow(cdp_exec *x, int l, int64_t v)
@@ -559,7 +585,7 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
         }
         break;
     case CDP_OP_SEND_GRAD:
-        post_send(x, x->acc[l], nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
+        post_send(x, x->acc[l], nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l), in->due);
         release_later(x, &x->state, x->acc[l], nb);
         x->acc[l] = NULL;
         break;
@@ -570,7 +596,7 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
         finalize(x, l);
         break;
     case CDP_OP_SEND_FULL:
-        post_send(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+        post_send(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
         if ((in->flags & CDP_F_LAST) && !x->holds[l]) {
             release_later(x, &x->state, x->full[l], nb);
             x->full[l] = NULL;
@@ -600,14 +626,14 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
     case CDP_OP_APPLY: do_apply(x, in, k0); break;
     case CDP_OP_SEND_ACT:
         post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * L + l]), out_bytes(x, l), in->peer,
-                  cdp_comm_tag(CDP_TAG_ACT, l));
+                  cdp_comm_tag(CDP_TAG_ACT, l), in->due);
         break;
     case CDP_OP_RECV_ACT:
         x->in_act[i * L + l] = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
         post_recv(x, x->in_act[i * L + l], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
         break;
     case CDP_OP_SEND_DACT:
-        post_send(x, x->dact[i * L + l - 1], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1));
+        post_send(x, x->dact[i * L + l - 1], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1), in->due);
         release_later(x, &x->mem, x->dact[i * L + l - 1], in_bytes(x, l));
         x->dact[i * L + l - 1] = NULL;
         break;
@@ -617,16 +643,14 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
         break;
     case CDP_OP_SEND_PARAMS:
         post_send(x, stage_params(x, l, v), nb, in->peer,
-                  cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
+                  cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)), in->due);
         break;
     case CDP_OP_RECV_PARAMS:
         post_recv(x, borrow(x, l, v), nb, in->peer, cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
         break;
     case CDP_OP_BCAST_PARAMS:
         if (x->holds[l]) {
-            float *p = x->param[v & 1][l];
-            (void)stage_params(x, l, v);
-            collective(x, COLL_BCAST, p, x->m->stage_n[l], in->peer);
+            collective(x, COLL_BCAST, (float *)stage_params(x, l, v), x->m->stage_n[l], in->peer);
         } else {
             collective(x, COLL_BCAST, borrow(x, l, v), x->m->stage_n[l], in->peer);
         }
@@ -676,6 +700,8 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
                 x->tick_act[t] = x->mem.live;   /* idle ticks hold what is live */
             cur = in->tick;
             x->comm->cur_tick = cur;
+            wait_due(x, cur);
+            progress(x);
         }
         double t0 = x->cfg.trace ? now_s(x) : 0.0;
         execute(x, in, k0);
@@ -693,9 +719,13 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
 
 void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host)
 {
-    for (int l = 0; l < x->L; l++)
-        if (x->holds[l])
-            x->be->to_host(host + x->m->stage_off[l], stage_params(x, l, v), stage_bytes(x, l));
+    for (int l = 0; l < x->L; l++) {
+        if (!x->holds[l]) continue;
+        /* a stage no worker lags on keeps only its latest version, which
+         * then also stands for the previous one (nobody reads it) */
+        int64_t w = x->nslots[l] == 1 && v == x->slot_version[0][l] - 1 ? v + 1 : v;
+        x->be->to_host(host + x->m->stage_off[l], stage_params(x, l, w), stage_bytes(x, l));
+    }
 }
 
 void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root)
@@ -735,11 +765,16 @@ void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *p
     for (int l = 0; l < x->L; l++) {
         if (!x->holds[l]) continue;
         const size_t off = x->m->stage_off[l], nb = stage_bytes(x, l);
-        x->be->to_device(x->param[v & 1][l], cur + off, nb);
-        x->be->to_device(x->param[(v + 1) & 1][l], (prev ? prev : cur) + off, nb);
+        if (x->nslots[l] == 2) {
+            x->be->to_device(x->param[v & 1][l], cur + off, nb);
+            x->be->to_device(x->param[(v + 1) & 1][l], (prev ? prev : cur) + off, nb);
+            x->slot_version[v & 1][l] = v;
+            x->slot_version[(v + 1) & 1][l] = prev ? v - 1 : -1;
+        } else {
+            x->be->to_device(x->param[0][l], cur + off, nb);
+            x->slot_version[0][l] = v;
+        }
         x->be->to_device(x->mom[l], momentum + off, nb);
-        x->slot_version[v & 1][l] = v;
-        x->slot_version[(v + 1) & 1][l] = prev ? v - 1 : -1;
         x->updates[l] = v;
     }
 }

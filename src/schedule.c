@@ -135,7 +135,13 @@ static int keyed_cmp(const void *a, const void *b)
 
 static cdp_instr mk(int op, int worker, int stage, int peer, int step, int version, int flags)
 {
-    cdp_instr in = { 0, (uint8_t)op, (uint8_t)flags, (int16_t)stage, worker, peer, step, version };
+    cdp_instr in = { 0, (uint8_t)op, (uint8_t)flags, (int16_t)stage, worker, peer, step, version, -1 };
+    return in;
+}
+
+static cdp_instr due(cdp_instr in, int tick)
+{
+    in.due = tick;
     return in;
 }
 
@@ -254,7 +260,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                         kpush(&lists[r], tf, 2, i, 0, mk(CDP_OP_RECV_ACT, i, l, prev_r, st, v, 0));
                     kpush(&lists[r], tf, 2, i, 1, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
                     if (next_r != r)
-                        kpush(&lists[r], tf, 2, i, 2, mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0));
+                        kpush(&lists[r], tf, 2, i, 2, due(mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0), tf + 1));
                 }
                 /* ---- backward chain */
                 if (WANT(r)) {
@@ -275,9 +281,10 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     }
                     kpush(kl, tb, 1, i, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
                     if (prev_r != r)
-                        kpush(kl, tb, 1, i, 4, mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0));
+                        kpush(kl, tb, 1, i, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
                     if (!collective && i < N - 1 && SLOT(i + 1, l) != r)
-                        kpush(kl, tb, 1, i, 5, mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0));
+                        kpush(kl, tb, 1, i, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
+                                                   bwd_tick(c, st, i + 1, l)));
                     if (!collective && i == N - 1) {
                         kpush(kl, tb, 1, i, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
                         int lastq = -1;
@@ -285,8 +292,8 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                             if (q != r && holder[q * L + l]) lastq = q;
                         for (int q = 0; q < P; q++)
                             if (q != r && holder[q * L + l])
-                                kpush(kl, tb, 1, i, 7 + q, mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
-                                                              q == lastq ? CDP_F_LAST : 0));
+                                kpush(kl, tb, 1, i, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
+                                                                  q == lastq ? CDP_F_LAST : 0), tb));
                     }
                 }
             }
@@ -400,14 +407,15 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     t = 0;
                 }
                 if (fw != CDP_FW_ZERO || collective || !WANT(r)) continue;
-                /* serve the borrowed uses of version v (and of v-1 = -1 at the start) */
+                /* serve the borrowed uses of version v (and of v-1 = -1 at the
+                 * start) in the tick of the use: the owner applied v already */
                 for (size_t u = 0; u < nuse; u++) {
                     const use *x = &uses[u];
                     if (x->stage != l) continue;
                     int match = x->version == v || (st < 0 && x->version < 0);
                     if (!match) continue;
-                    kpush(&lists[r], t, 0, 1000 + l, 2 + served_from++,
-                          mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0));
+                    kpush(&lists[r], x->tick, 0, 1000 + l, 2 + served_from++,
+                          due(mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0), x->tick));
                 }
             }
         }

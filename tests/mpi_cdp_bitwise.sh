@@ -31,6 +31,15 @@ for N in 4 6; do
         pass "cdp-v1 N=$N differs from cdp-v2"
     fi
 done
+# wide layers, so that the GEMMs really run on several threads: 1 rank x 2
+# threads, 2 ranks x 1 thread and 4 ranks give the same bits
+W=mlp:784-512-256-10
+for np in 1 2 4; do
+    run $np --data synthetic --model $W --workers 4 --batch 64 --steps 4 --quiet --eval-every 0 \
+        --rule cdp-v2 --save-weights "$TMP/wide$np.st" >/dev/null || fail "wide model on $np ranks"
+done
+same $W "$TMP/wide2.st" "$TMP/wide1.st" 0 "wide model: 2 ranks bitwise equal to 1 rank with 2 threads"
+same $W "$TMP/wide4.st" "$TMP/wide1.st" 0 "wide model: 4 ranks bitwise equal to 1 rank with 2 threads"
 run 1 $common --workers 1 --rule cdp-v2 --save-weights "$TMP/n1-cdp.st" >/dev/null || fail "N=1 cdp-v2"
 run 1 $common --workers 1 --rule dp --save-weights "$TMP/n1-dp.st" >/dev/null || fail "N=1 dp"
 same $M "$TMP/n1-cdp.st" "$TMP/n1-dp.st" 0 "N=1: cdp-v2 is dp bitwise"

@@ -492,6 +492,16 @@ static void stage_chain_fd(const char *spec, int stages, int B)
         cdp_stage_bwd(be, &m, l, B, P + m.stage_off[l], xin, act[l], dout,
                       l == 0 ? dx0 : dxs[l], G + m.stage_off[l], ws);
     }
+    /* stage 0 again without dx: the same parameter gradient, bit for bit */
+    {
+        float *G2 = fbuf(m.stage_n[0]);
+        double st2[2] = {0, 0};
+        cdp_stage_fwd(be, &m, 0, B, P, x, act[0], lab, st2);
+        cdp_stage_bwd(be, &m, 0, B, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws);
+        ck_assert_msg(memcmp(G2, G, m.stage_n[0] * sizeof(float)) == 0,
+                      "%s: stage 0 gradient changes when dx is NULL", spec);
+        free(G2);
+    }
     double *Pd = to_d(P, m.nparams), *xd = to_d(x, nx);
     double minpre;
     double L = mlp_loss_d(&m, B, Pd, xd, lab, &minpre);
@@ -632,6 +642,13 @@ START_TEST(determinism)
     ck_assert(memcmp(bf[0], bf[1], n * sizeof(float)) == 0);
     ck_assert(memcmp(zz[0], zz[1], sizeof(float) * (size_t)B * C) == 0);
     ck_assert(memcmp(st[0], st[1], sizeof st[0]) == 0);
+    {
+        /* and right: the loss sum of the parallel row blocks vs double */
+        double *zd = to_d(z, (size_t)B * C);
+        double L = xent_d(B, C, zd, lab) * B;
+        ck_assert_msg(fabs(st[0][0] - L) <= 1e-5 * L, "xent loss sum %.9g vs %.9g", st[0][0], L);
+        free(zd);
+    }
     for (int t = 0; t < 2; t++) {
         free(o[t]); free(bf[t]); free(zz[t]);
     }

@@ -56,6 +56,7 @@ typedef struct cdp_instr {
     int32_t peer;       /* rank of the other side, -1 when none */
     int32_t step;       /* relative step this instruction belongs to */
     int32_t version;    /* relative parameter version (FWD, BWD, APPLY, *_PARAMS) */
+    int32_t due;        /* sends: the tick at which the peer posts the matching receive */
 } cdp_instr;
 
 typedef struct cdp_sched_config {
