@@ -74,6 +74,8 @@ struct cdp_exec {
 
     pending *pend;
     size_t npend, cappend;
+    cdp_actmem_block *staging;  /* free host staging buffers, reused by size */
+    size_t nstaging, capstaging;
     deferred *defer;
     size_t ndefer, capdefer;
 
@@ -202,6 +204,11 @@ void cdp_exec_destroy(cdp_exec *x)
         }
     }
     if (x->acc_block) cdp_actmem_free(&x->state, x->acc_block, x->m->nparams * sizeof(float));
+    for (size_t k = 0; k < x->nstaging; k++) {
+        if (x->be->free_host) x->be->free_host(x->staging[k].p);
+        else free(x->staging[k].p);
+    }
+    free(x->staging);
     cdp_actmem_destroy(&x->mem);   /* after a drained run nothing else is live */
     cdp_actmem_destroy(&x->state);
     x->be->free(x->stats);
@@ -217,13 +224,40 @@ void cdp_exec_destroy(cdp_exec *x)
 
 /* ------------------------------------------------------------ requests */
 
+/* Host staging buffers (pinned where the backend offers it), cached by
+ * size so that the training loop does not allocate. */
+static void *staging_get(cdp_exec *x, size_t bytes)
+{
+    for (size_t k = 0; k < x->nstaging; k++)
+        if (x->staging[k].bytes == bytes) {
+            void *p = x->staging[k].p;
+            x->staging[k] = x->staging[--x->nstaging];
+            return p;
+        }
+    void *p = x->be->alloc_host ? x->be->alloc_host(bytes) : malloc(bytes);
+    if (!p) abort();
+    return p;
+}
+
+static void staging_put(cdp_exec *x, void *p, size_t bytes)
+{
+    if (x->nstaging == x->capstaging) {
+        size_t cap = x->capstaging ? 2 * x->capstaging : 16;
+        cdp_actmem_block *v = realloc(x->staging, cap * sizeof *v);
+        if (!v) abort();
+        x->staging = v;
+        x->capstaging = cap;
+    }
+    x->staging[x->nstaging++] = (cdp_actmem_block){ bytes, p };
+}
+
 static void finish(cdp_exec *x, size_t k)
 {
     pending *p = &x->pend[k];
     if (p->staging) {
         if (p->is_recv)
             x->be->to_device(p->buf, p->staging, p->bytes);
-        free(p->staging);
+        staging_put(x, p->staging, p->bytes);
     }
     x->pend[k] = x->pend[--x->npend];
 }
@@ -327,10 +361,8 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
     }
     pending *p = &x->pend[x->npend++];
     *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1 };
-    if (!x->mpi_direct) {
-        p->staging = malloc(bytes);
-        if (!p->staging) abort();
-    }
+    if (!x->mpi_direct)
+        p->staging = staging_get(x, bytes);
     return p;
 }
 
@@ -362,8 +394,7 @@ static void collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int ro
     float *h = buf;
     const size_t bytes = n * sizeof(float);
     if (!x->mpi_direct) {
-        h = malloc(bytes);
-        if (!h) abort();
+        h = staging_get(x, bytes);
         if (kind != COLL_BCAST || x->comm->rank == root)
             x->be->to_host(h, buf, bytes);
     } else {
@@ -378,7 +409,7 @@ static void collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int ro
     if (!x->mpi_direct) {
         if (kind != COLL_REDUCE || x->comm->rank == root)
             x->be->to_device(buf, h, bytes);
-        free(h);
+        staging_put(x, h, bytes);
     }
 }
 

@@ -58,6 +58,11 @@ typedef struct cdp_backend {
 
     /* Human-readable description for the banner (BLAS kernel, threads, device). */
     const char *(*describe)(void);
+
+    /* Optional: host memory for staging MPI messages when MPI cannot read
+     * the backend's memory (pinned memory on GPUs).  NULL: malloc/free. */
+    void *(*alloc_host)(size_t bytes);
+    void (*free_host)(void *p);
 } cdp_backend;
 
 /* CPU backend (always built).  threads <= 0 picks a default. */

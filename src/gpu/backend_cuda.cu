@@ -264,6 +264,8 @@ extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t
     cu_backend.sgd = cdp_cuda_sgd;
     cu_backend.pixels_to_input = cdp_cuda_pixels_to_input;
     cu_backend.describe = cu_describe;
+    cu_backend.alloc_host = cdp_cuda_alloc_pinned;
+    cu_backend.free_host = cdp_cuda_free_pinned;
     return &cu_backend;
 }
 
