@@ -19,6 +19,7 @@
  * instruction list is all the synchronisation there is. */
 #include <stdio.h>
 #include <stdlib.h>
+#include "cdp/grow.h"
 #include <string.h>
 #include <time.h>
 #include "cdp/actmem.h"
@@ -241,13 +242,7 @@ static void *staging_get(cdp_exec *x, size_t bytes)
 
 static void staging_put(cdp_exec *x, void *p, size_t bytes)
 {
-    if (x->nstaging == x->capstaging) {
-        size_t cap = x->capstaging ? 2 * x->capstaging : 16;
-        cdp_actmem_block *v = realloc(x->staging, cap * sizeof *v);
-        if (!v) abort();
-        x->staging = v;
-        x->capstaging = cap;
-    }
+    CDP_GROW(x->staging, x->nstaging, x->capstaging, 16);
     x->staging[x->nstaging++] = (cdp_actmem_block){ bytes, p };
 }
 
@@ -333,13 +328,7 @@ static void wait_all(cdp_exec *x)
 static void release_later(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
 {
     if (!p) return;
-    if (x->ndefer == x->capdefer) {
-        size_t cap = x->capdefer ? 2 * x->capdefer : 16;
-        deferred *v = realloc(x->defer, cap * sizeof *v);
-        if (!v) abort();
-        x->defer = v;
-        x->capdefer = cap;
-    }
+    CDP_GROW(x->defer, x->ndefer, x->capdefer, 16);
     x->defer[x->ndefer++] = (deferred){ mem, p, bytes };
 }
 
@@ -352,13 +341,7 @@ static void release_now(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
 
 static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
 {
-    if (x->npend == x->cappend) {
-        size_t cap = x->cappend ? 2 * x->cappend : 16;
-        pending *v = realloc(x->pend, cap * sizeof *v);
-        if (!v) abort();
-        x->pend = v;
-        x->cappend = cap;
-    }
+    CDP_GROW(x->pend, x->npend, x->cappend, 16);
     pending *p = &x->pend[x->npend++];
     *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1 };
     if (!x->mpi_direct)
@@ -586,13 +569,7 @@ static float *borrow(cdp_exec *x, int l, int64_t v)
 
 static void record(cdp_exec *x, const cdp_instr *in, int64_t k0, double t0)
 {
-    if (x->nev == x->capev) {
-        size_t cap = x->capev ? 2 * x->capev : 4096;
-        cdp_trace_event *v = realloc(x->ev, cap * sizeof *v);
-        if (!v) abort();
-        x->ev = v;
-        x->capev = cap;
-    }
+    CDP_GROW(x->ev, x->nev, x->capev, 4096);
     x->ev[x->nev++] = (cdp_trace_event){ in->tick, in->op, in->stage, in->worker,
                                          (int32_t)(k0 + in->step), t0, now_s(x) };
 }

@@ -284,27 +284,16 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
 
 uint64_t cdp_options_hash(const cdp_options *o)
 {
-    /* every field is plain data; hash the struct field by field to skip padding */
-    uint64_t h = 0x636470;
-    h = hash_bytes(h, o->model, strlen(o->model));
-    h = hash_bytes(h, &o->stages, sizeof o->stages);
-    h = hash_bytes(h, &o->workers, sizeof o->workers);
-    h = hash_bytes(h, &o->batch, sizeof o->batch);
-    h = hash_bytes(h, &o->rule, sizeof o->rule);
+    /* the numerics, plus what else every rank must agree on */
+    uint64_t h = cdp_options_numerics_hash(o);
     h = hash_bytes(h, &o->framework, sizeof o->framework);
     h = hash_bytes(h, &o->deterministic, sizeof o->deterministic);
     h = hash_bytes(h, &o->epochs, sizeof o->epochs);
     h = hash_bytes(h, &o->steps, sizeof o->steps);
-    h = hash_bytes(h, &o->lr, sizeof o->lr);
-    h = hash_bytes(h, &o->momentum, sizeof o->momentum);
-    h = hash_bytes(h, &o->weight_decay, sizeof o->weight_decay);
-    h = hash_bytes(h, &o->lr_gamma, sizeof o->lr_gamma);
-    h = hash_bytes(h, &o->lr_decay_epochs, sizeof o->lr_decay_epochs);
-    h = hash_bytes(h, &o->seed, sizeof o->seed);
-    h = hash_bytes(h, o->data, strlen(o->data));
-    h = hash_bytes(h, &o->shuffle, sizeof o->shuffle);
+    h = hash_bytes(h, o->data_dir, strlen(o->data_dir));
     h = hash_bytes(h, o->init_weights, strlen(o->init_weights));
     h = hash_bytes(h, o->resume, strlen(o->resume));
+    h = hash_bytes(h, o->checkpoint, strlen(o->checkpoint));
     h = hash_bytes(h, o->backend, strlen(o->backend));
     h = hash_bytes(h, &o->plan, sizeof o->plan);
     h = hash_bytes(h, &o->verify, sizeof o->verify);

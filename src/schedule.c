@@ -14,6 +14,7 @@
  * later (tests/test_schedule.c checks this by simulation). */
 #include <limits.h>
 #include <stdlib.h>
+#include "cdp/grow.h"
 #include <string.h>
 #include "cdp/schedule.h"
 
@@ -100,25 +101,13 @@ int cdp_lag(int N, int L, cdp_rule rule, int i, int l)
 
 void cdp_program_push(cdp_program *p, cdp_instr in)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 256;
-        cdp_instr *v = realloc(p->ins, cap * sizeof *v);
-        if (!v) abort();
-        p->ins = v;
-        p->cap = cap;
-    }
+    CDP_GROW(p->ins, p->n, p->cap, 256);
     p->ins[p->n++] = in;
 }
 
 static void kpush(keyed_list *l, int tick, int phase, int sub, int seq, cdp_instr in)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 256;
-        keyed *v = realloc(l->v, cap * sizeof *v);
-        if (!v) abort();
-        l->v = v;
-        l->cap = cap;
-    }
+    CDP_GROW(l->v, l->n, l->cap, 256);
     in.tick = tick;
     l->v[l->n++] = (keyed){ tick, (int16_t)phase, sub, seq, in };
 }
