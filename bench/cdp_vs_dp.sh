@@ -1,16 +1,27 @@
 #!/bin/bash
 # Step time of --rule dp vs cdp-v1 vs cdp-v2 with otherwise identical options,
-# measured round-robin (dp, cdp-v1, cdp-v2, dp, ...) so that machine noise
-# hits the three alike.  Reports the median step time per rule and the median
-# of the per-repetition ratios cdp/dp (target: cdp at most 5% more per step).
+# measured round-robin (dp, cdp-v1, cdp-v2, dp, ...) so that the noise of
+# other jobs on the machine hits the three alike.
+#
+# Four figures per run:
+#   wall  cdp_run's own step time (whole run / steps, from --metrics)
+#   med   median of the individual step periods (from --trace, rank 0,
+#         bench/trace_steps.py)
+#   p10   10th percentile of the step periods: the fast steps, the best
+#         estimate of the uncontended step time on a shared machine
+#   cpu   user+sys CPU time per step of all threads and ranks (/usr/bin/time,
+#         start-up, data loading and evaluation subtracted with a 2-step run)
+# For each: the median over repetitions per rule, and the median of the
+# per-repetition ratios cdp/dp (target: cdp at most 5% more per step).
 #
 # usage: bench/cdp_vs_dp.sh [BUILD_DIR]
 # environment:
 #   REPS     repetitions                              [5]
 #   CASES    "RANKS:THREADS:MODEL:N:B ..."            [see below]
 #   EXTRA    extra cdp_run options (e.g. --deterministic)
-#   OUT      keep raw results here                   [a temporary directory]
+#   OUT      keep raw results here                    [a temporary directory]
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-${top_builddir:-/work/build-bench}}
 CDP=$BUILD/cdp_run
 MPIRUN=${MPIRUN:-mpirun}
@@ -48,49 +59,50 @@ for c in $CASES; do
             --quiet $EXTRA >/dev/null 2>&1
         base=$(awk 'END {print $2 + $3}' "$tmp/time")
         for rule in dp cdp-v1 cdp-v2; do
-            rm -f "$tmp/m.json"
+            rm -f "$tmp/m.json" "$tmp/trace.json"
             # shellcheck disable=SC2086
             if ! /usr/bin/time -f '%e %U %S' -o "$tmp/time" timeout 300 $launch "$CDP" \
                     --model "$model" --rule $rule --workers "$n" \
                     --batch "$b" --threads "$thr" --steps "$steps" --eval-every 0 --quiet \
-                    --metrics "$tmp/m.json" $EXTRA >"$tmp/log" 2>&1; then
+                    --metrics "$tmp/m.json" --trace "$tmp/trace.json" $EXTRA >"$tmp/log" 2>&1; then
                 echo "failed: $rule"; cat "$tmp/log"; continue
             fi
             st=$(grep -o '"step_time_s": [0-9.e+-]*' "$tmp/m.json" | tail -1 | awk '{print $2}')
             cpu=$(awk -v b="$base" -v k="$steps" 'END {printf "%.6g", ($2 + $3 - b) / (k - 2)}' "$tmp/time")
-            echo "$key $rule $rep $st $cpu" | tee -a "$res"
+            # steps mean median p10
+            tr=$("$PY" "$here/trace_steps.py" "$tmp/trace.json" | awk '{print $3, $4}')
+            echo "$key $rule $rep $st $tr $cpu" | tee -a "$res"
         done
     done
 done
 
 echo
-echo "== summary (median step time; ratio = median over repetitions of cdp/dp measured back to back)"
+echo "== summary (ms per step; ratios: median over repetitions of cdp/dp measured back to back)"
 "$PY" - "$res" <<'EOF'
 import sys, statistics, collections
-wall = collections.defaultdict(dict)
-cpu = collections.defaultdict(dict)
+names = ("wall-clock step time (cdp_run --metrics step_time_s)",
+         "median step period (--trace)",
+         "10th-percentile step period (--trace; fast steps)",
+         "CPU time per step (user+sys, all threads and ranks, start-up subtracted)")
+d = [collections.defaultdict(dict) for _ in names]
 for l in open(sys.argv[1]):
-    key, rule, rep, st, c = l.split()
-    wall[(key, rule)][rep] = float(st)
-    cpu[(key, rule)][rep] = float(c)
-keys = list(dict.fromkeys(k for k, _ in wall))
-for name, d in (("wall-clock step time (ms, from cdp_run's summary)", wall),
-                ("CPU time per step (ms, user+sys of all threads and ranks, start-up subtracted)", cpu)):
+    f = l.split()
+    key, rule, rep = f[:3]
+    for j in range(len(names)):
+        d[j][(key, rule)][rep] = float(f[3 + j])
+keys = list(dict.fromkeys(k for k, _ in d[0]))
+for name, dd in zip(names, d):
     print(name)
-    print(f"  {'case':44s} {'dp':>8s} {'cdp-v1':>8s} {'cdp-v2':>8s} {'v1/dp':>7s} {'v2/dp':>7s}"
-          "   best (min) of the repetitions: dp v1 v2 v1/dp v2/dp")
+    print(f"  {'case':44s} {'dp':>8s} {'cdp-v1':>8s} {'cdp-v2':>8s} {'v1/dp':>7s} {'v2/dp':>7s}")
     for k in keys:
-        dp = d.get((k, "dp"), {})
-        row = [statistics.median(d[(k, r)].values()) * 1e3 if d.get((k, r)) else float("nan")
+        dp = dd.get((k, "dp"), {})
+        row = [statistics.median(dd[(k, r)].values()) * 1e3 if dd.get((k, r)) else float("nan")
                for r in ("dp", "cdp-v1", "cdp-v2")]
         ratios = []
         for r in ("cdp-v1", "cdp-v2"):
-            x = d.get((k, r), {})
+            x = dd.get((k, r), {})
             rs = [x[i] / dp[i] for i in x if i in dp]
             ratios.append(statistics.median(rs) if rs else float("nan"))
-        best = [min(d[(k, r)].values()) * 1e3 if d.get((k, r)) else float("nan")
-                for r in ("dp", "cdp-v1", "cdp-v2")]
-        print(f"  {k:44s} {row[0]:8.2f} {row[1]:8.2f} {row[2]:8.2f} {ratios[0]:7.3f} {ratios[1]:7.3f}"
-              f"   best: {best[0]:.2f} {best[1]:.2f} {best[2]:.2f}  {best[1] / best[0]:.3f} {best[2] / best[0]:.3f}")
-print("target: cdp/dp <= 1.05 (ratios: median over repetitions of back-to-back runs)")
+        print(f"  {k:44s} {row[0]:8.2f} {row[1]:8.2f} {row[2]:8.2f} {ratios[0]:7.3f} {ratios[1]:7.3f}")
+print("target: cdp/dp <= 1.05")
 EOF

@@ -1,10 +1,19 @@
 #!/bin/bash
 # Training throughput (samples/s) of cdp_run against PyTorch on the same MLP,
 # the same samples per step (128 = 4 workers x 32, and 1 x 128), the same
-# 2 cores, Fashion-MNIST; plus the SGEMM-bound limit.  All configurations are
-# measured round-robin within each repetition, so machine noise hits them
-# alike; figures are medians over the repetitions, ratios are computed per
-# repetition (same moment) and their median is reported.
+# 2 cores, Fashion-MNIST; plus the SGEMM-bound limit.
+#
+# All configurations are measured round-robin within each repetition, so that
+# the noise of other jobs on the machine hits them alike.  Three figures per
+# configuration, in samples/s:
+#   mean  steps x batch / time of the run (what cdp_run reports), median
+#         over the repetitions;
+#   med   batch / median of the individual step times (all repetitions);
+#   p10   batch / 10th percentile of the step times: the fast steps, the best
+#         estimate of the uncontended speed on a shared machine.
+# cdp_run's step times come from its --trace (bench/trace_steps.py); PyTorch's
+# from timing every step (bench/torch_mlp.py).  Ratios: per repetition for
+# "mean" (median of the per-repetition ratios), on the pooled steps otherwise.
 #
 # usage: bench/throughput.sh [BUILD_DIR]       (BUILD_DIR holds cdp_run)
 # environment:
@@ -12,21 +21,24 @@
 #   REPS        repetitions             [3]
 #   PY          python with torch       [/usr/bin/python3]
 #   OUT         keep raw results here   [a temporary directory, removed]
-#   SKIP_TORCH_SLOW=1  skip the torch configurations known to be slow
-#                      (torch threads 2 with the default OpenMP spin policy)
+#   SKIP_TORCH_SLOW=1  skip torch threads 2 with the default OpenMP spin policy
 #   SKIP_DDP=1  skip DistributedDataParallel
 #   NO_SGEMM_LIMIT=1  use the torch.mm estimate instead of bench/sgemm_limit.c
+#
 # The SGEMM-bound limit: bench/sgemm_limit.c (built here with
 #   gcc -O2 -fopenmp bench/sgemm_limit.c -lopenblas), 2 threads, batch 128 for
 #   N=1 x B=128 and batch 32 for N=4 x B=32, both with OpenBLAS's own threading
 #   (t2: the machine's SGEMM limit) and with --split 2 (cdp's decomposition);
-#   without sgemm_limit.c, torch_mlp.py --sgemm-bound (torch.mm, same OpenBLAS).
+#   best of 7 rounds per GEMM shape, so it is comparable to p10 rather than to
+#   mean.  Without sgemm_limit.c: torch_mlp.py --sgemm-bound (torch.mm, same
+#   OpenBLAS).
 #
-# PyTorch configurations (all on 2 cores; see bench/torch_mlp.py):
-#   torch threads t in {1,2} x OpenBLAS threads b in {1,2}, batch 128 in one
-#   piece (mode b) or accumulated over 4 micro-batches of 32 (mode acc4);
-#   the same with OMP_WAIT_POLICY=PASSIVE; the same with
-#   OPENBLAS_CORETYPE=SkylakeX (PERFORMANCE.md trap 1); DDP gloo 2 x 1 thread.
+# PyTorch configurations (all on the 2 cores; see bench/torch_mlp.py):
+#   torch threads 1 x OpenBLAS threads b in {1,2}, batch 128 in one piece
+#   (mode b) or accumulated over 4 micro-batches of 32 (mode acc4), with the
+#   default environment and with OPENBLAS_CORETYPE=SkylakeX (PERFORMANCE.md
+#   trap 1); torch threads 2 x b in {1,2} with OMP_WAIT_POLICY=PASSIVE and
+#   with the default (spinning) policy; DDP gloo 2 ranks x 1 thread.
 # cdp configurations: 1 rank x 2 threads, N=4 x B=32 (cdp-v2 and dp) and
 #   N=1 x B=128; 2 ranks x 1 thread, N=4 x B=32 (cdp-v2).
 
@@ -54,20 +66,29 @@ res=$tmp/results.txt
 cdp_steps() { case $1 in *1024-1024*) echo 300 ;; *) echo 600 ;; esac; }
 torch_steps() { case $1 in *1024-1024*) echo 50 ;; *) echo 300 ;; esac; }
 
+# record REP MODEL LABEL MEAN MED P10   (samples/s)
+record() { echo "$*" | tee -a "$res"; }
+
 # run_cdp REP MODEL LABEL RANKS THREADS RULE N B
 run_cdp() {
     local rep=$1 model=$2 label=$3 ranks=$4 thr=$5 rule=$6 n=$7 b=$8 m=$tmp/m.json launch=
     [ "$ranks" -gt 1 ] && launch="$MPIRUN --allow-run-as-root --oversubscribe -np $ranks"
-    rm -f "$m"
+    rm -f "$m" "$tmp/trace.json"
     # shellcheck disable=SC2086
     if ! timeout 300 $launch "$CDP" --model "$model" --rule "$rule" --workers "$n" --batch "$b" \
             --threads "$thr" --steps "$(cdp_steps "$model")" --eval-every 0 --quiet \
-            --metrics "$m" >"$tmp/cdp.log" 2>&1; then
+            --metrics "$m" --trace "$tmp/trace.json" >"$tmp/cdp.log" 2>&1; then
         echo "cdp_run failed ($label):"; cat "$tmp/cdp.log"; return
     fi
-    local sps
+    local sps st
     sps=$(grep -o '"samples_per_s": [0-9.e+]*' "$m" | tail -1 | awk '{print $2}')
-    echo "$rep $model cdp:$label $sps" | tee -a "$res"
+    # steps mean_s median_s p10_s
+    st=$("$PY" "$here/trace_steps.py" "$tmp/trace.json")
+    # shellcheck disable=SC2086
+    set -- $st
+    record "$rep" "$model" "cdp:$label" "$sps" \
+        "$(awk -v s="$3" -v n=$((n * b)) 'BEGIN {printf "%.1f", n / s}')" \
+        "$(awk -v s="$4" -v n=$((n * b)) 'BEGIN {printf "%.1f", n / s}')"
 }
 
 # run_torch REP MODEL PREFIX ENV... -- ARGS...
@@ -79,10 +100,9 @@ run_torch() {
     env "${envs[@]}" timeout 600 "$PY" "$here/torch_mlp.py" --model "$model" --batch 128 \
         --steps "$(torch_steps "$model")" --reps 1 "$@" >"$tmp/torch.log" 2>&1 \
         || { echo "torch_mlp.py failed ($prefix):"; tail -5 "$tmp/torch.log"; return; }
-    # TORCH model=M batch=128 mode=X threads=T blas=B core=C samples_per_s=V (reps ...)
-    sed -n 's/^TORCH .* mode=\([^ ]*\) threads=\([^ ]*\) blas=\([^ ]*\) core=\([^ ]*\) samples_per_s=\([^ ]*\).*/\1 \2 \3 \4 \5/p' \
-        "$tmp/torch.log" | while read -r mode t b core v; do
-        echo "$rep $model torch:$prefix,$mode,t$t,b$b,$core $v" | tee -a "$res"
+    sed -n 's/^TORCH .* mode=\([^ ]*\) threads=\([^ ]*\) blas=\([^ ]*\) core=\([^ ]*\) samples_per_s=\([^ ]*\) step_median_sps=\([^ ]*\) step_p10_sps=\([^ ]*\).*/\1 \2 \3 \4 \5 \6 \7/p' \
+        "$tmp/torch.log" | while read -r mode t b core v med p10; do
+        record "$rep" "$model" "torch:$prefix,$mode,t$t,b$b,$core" "$v" "$med" "$p10"
     done
 }
 
@@ -97,10 +117,12 @@ if [ -f "$here/sgemm_limit.c" ] && [ "${NO_SGEMM_LIMIT:-0}" != 1 ]; then
     fi
 fi
 
+corename() {
+    env "$@" "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import torch_mlp; print(torch_mlp.corename())' "$here"
+}
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP"
-echo "# OpenBLAS core in torch: default $("$PY" -c 'import sys; sys.path.insert(0, "'"$here"'"); import torch_mlp; print(torch_mlp.corename())'), " \
-     "with OPENBLAS_CORETYPE=SkylakeX $(OPENBLAS_CORETYPE=SkylakeX "$PY" -c 'import sys; sys.path.insert(0, "'"$here"'"); import torch_mlp; print(torch_mlp.corename())')"
+echo "# OpenBLAS core in torch: default $(corename), with OPENBLAS_CORETYPE=SkylakeX $(corename OPENBLAS_CORETYPE=SkylakeX)"
 echo "# cdp banner: $("$CDP" --steps 1 --eval-every 0 2>&1 | sed -n 2p | sed 's/.*backend/backend/')"
 
 for model in $MODELS; do
@@ -118,9 +140,7 @@ for model in $MODELS; do
             run_torch "$rep" "$model" default -- --modes b --threads 2 --blas-threads 1,2
         [ "${SKIP_DDP:-0}" = 1 ] || run_torch "$rep" "$model" ddp -- --ddp
         if [ -n "$sgemm_bin" ]; then
-            # bench/sgemm_limit DIMS BATCH THREADS: best of 7 rounds per GEMM shape
-            # and with --split 2: the same GEMMs cut as cdp's CPU backend cuts them
-            # (OpenBLAS 1 thread per column block, 2 OpenMP threads)
+            # bench/sgemm_limit DIMS BATCH THREADS [--split 2]: best of 7 rounds per shape
             for mb in 128:1 32:4; do
                 IFS=: read -r bb mi <<<"$mb"
                 for how in t2 split2; do
@@ -130,7 +150,7 @@ for model in $MODELS; do
                     timeout 300 "$sgemm_bin" "${model#mlp:}" "$bb" 2 $extra >"$tmp/sgemm.log" 2>&1
                     [ "$rep" = 1 ] && sed 's/^/    /' "$tmp/sgemm.log"
                     v=$(sed -n 's/.*GEMM bound \([0-9.]*\) samples\/s.*/\1/p' "$tmp/sgemm.log")
-                    [ -n "$v" ] && echo "$rep $model bound:sgemm_limit,B$bb,micro$mi,$how $v" | tee -a "$res"
+                    [ -n "$v" ] && record "$rep" "$model" "bound:sgemm_limit,B$bb,micro$mi,$how" "$v" "$v" "$v"
                 done
             done
         else
@@ -139,7 +159,7 @@ for model in $MODELS; do
                     --steps "$(torch_steps "$model")" --reps 1 2>&1 | \
                     sed -n 's/.*step_s=\([^ ]*\).*samples_per_s=\([^ ]*\).*/\1 \2/p' | \
                     while read -r _ sps; do
-                        echo "$rep $model bound:torch.mm,micro$mi,b2 $sps" | tee -a "$res"
+                        record "$rep" "$model" "bound:torch.mm,micro$mi,b2" "$sps" "$sps" "$sps"
                     done
             done
         fi
@@ -147,40 +167,45 @@ for model in $MODELS; do
 done
 
 echo
-echo "== summary (medians over $REPS repetitions, and the best repetition; ratios: median of per-repetition ratios)"
+echo "== summary: samples/s (mean: median over $REPS repetitions of whole-run throughput;"
+echo "   med / p10: batch over the median / 10th percentile of the individual step times)"
 "$PY" - "$res" <<'EOF'
 import sys, statistics, collections
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-by = collections.defaultdict(dict)      # (model, label) -> {rep: value}
-for rep, model, label, v in rows:
-    by[(model, label)][rep] = float(v)
+by = collections.defaultdict(dict)      # (model, label) -> {rep: (mean, med, p10)}
+for rep, model, label, mean, med, p10 in rows:
+    by[(model, label)][rep] = (float(mean), float(med), float(p10))
 models = list(dict.fromkeys(m for m, _ in by))
-def med(d): return statistics.median(d.values())
+M = ("mean", "med", "p10")
+def fig(model, label, j):
+    # mean: median over repetitions; med/p10: median over repetitions too (each
+    # repetition's value is itself a per-step statistic)
+    return statistics.median(v[j] for v in by[(model, label)].values())
+def ratio(model, a, b, j):
+    da, db = by[(model, a)], by[(model, b)]
+    rs = [da[r][j] / db[r][j] for r in da if r in db]
+    return statistics.median(rs) if rs else float("nan")
 for model in models:
     print(f"\n{model}")
     labels = [l for (m, l) in by if m == model]
+    print(f"  {'configuration':48s} {'mean':>8s} {'med':>8s} {'p10':>8s}   mean per repetition")
     for l in labels:
         d = by[(model, l)]
-        print(f"  {l:48s} {med(d):10.0f} samples/s  best {max(d.values()):8.0f}  (reps: {' '.join(f'{v:.0f}' for v in d.values())})")
+        print(f"  {l:48s} {fig(model, l, 0):8.0f} {fig(model, l, 1):8.0f} {fig(model, l, 2):8.0f}"
+              f"   {' '.join(f'{v[0]:.0f}' for v in d.values())}")
     cdp = [l for l in labels if l.startswith("cdp:")]
     torch = [l for l in labels if l.startswith("torch:")]
     bound = [l for l in labels if l.startswith("bound:")]
     if not cdp or not torch:
         continue
-    bc = max(cdp, key=lambda l: med(by[(model, l)]))
-    bt = max(torch, key=lambda l: med(by[(model, l)]))
-    def ratio(a, b):
-        rs = [by[(model, a)][r] / by[(model, b)][r] for r in by[(model, a)] if r in by[(model, b)]]
-        return statistics.median(rs) if rs else float("nan")
-    print(f"  best cdp   : {bc} {med(by[(model, bc)]):.0f} samples/s")
-    print(f"  best torch : {bt} {med(by[(model, bt)]):.0f} samples/s")
-    print(f"  RATIO best cdp / best torch = {ratio(bc, bt):.2f}  (target >= 1.3); "
-          f"ratio of the best repetitions {max(by[(model, bc)].values()) / max(by[(model, bt)].values()):.2f}")
-    for c in cdp:
-        print(f"  ratio {c} / best torch = {ratio(c, bt):.2f}")
+    for j, name in enumerate(M):
+        bc = max(cdp, key=lambda l: fig(model, l, j))
+        bt = max(torch, key=lambda l: fig(model, l, j))
+        print(f"  [{name}] best cdp {bc} {fig(model, bc, j):.0f}; best torch {bt} {fig(model, bt, j):.0f}; "
+              f"RATIO {ratio(model, bc, bt, j):.2f} (target >= 1.3)")
     for b in bound:
         for c in cdp:
-            same = ("micro4" in b) == ("N4" in c)
-            if same:
-                print(f"  FRACTION {c} / {b} = {ratio(c, b):.2f}  (target >= 0.80)")
+            if ("micro4" in b) == ("N4" in c):
+                print(f"  FRACTION {c} / {b}: mean {ratio(model, c, b, 0):.2f}, "
+                      f"p10 {ratio(model, c, b, 2):.2f} (target >= 0.80)")
 EOF

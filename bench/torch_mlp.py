@@ -20,7 +20,11 @@ OPENBLAS_CORETYPE must be set in the environment before the process starts;
 the script reports the kernel OpenBLAS actually runs (openblas_get_corename).
 
 Output: one line per configuration,
-  TORCH model=... batch=... mode=... threads=T blas=T' core=... samples_per_s=X (reps ...)
+  TORCH model=... batch=... mode=... threads=T blas=T' core=... samples_per_s=X
+        step_median_sps=Y step_p10_sps=Z (reps ...)
+X is the median over repetitions of steps*batch/time; Y and Z are batch over
+the median and the 10th percentile of the individual step times (robust to
+other jobs on a shared machine: Z approximates the uncontended speed).
 """
 import argparse
 import ctypes
@@ -119,11 +123,35 @@ class Trainer:
                 (loss / self.micro).backward()
         self.opt.step()
 
-    def timed(self, steps):
+    def timed(self, steps, record=None):
+        """Runs steps; returns the total time; appends each step's time to record."""
         t0 = time.perf_counter()
+        t = t0
         for _ in range(steps):
             self.step()
+            if record is not None:
+                u = time.perf_counter()
+                record.append(u - t)
+                t = u
         return time.perf_counter() - t0
+
+
+def quantile(v, q):
+    v = sorted(v)
+    if not v:
+        return float("nan")
+    pos = q * (len(v) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def fmt(batch, means, steps):
+    """samples/s: median over repetitions of the mean; per-step median; per-step p10."""
+    return (f"samples_per_s={statistics.median(means):.1f} "
+            f"step_median_sps={batch / statistics.median(steps):.1f} "
+            f"step_p10_sps={batch / quantile(steps, 0.1):.1f} "
+            f"(reps {' '.join(f'{v:.0f}' for v in means)})")
 
 
 def single(a, xs, ys):
@@ -135,21 +163,22 @@ def single(a, xs, ys):
                 configs.append((mode, micro, t, bt))
     trainers = {c: Trainer(a.model, a.batch, c[1], xs, ys) for c in configs}
     times = {c: [] for c in configs}
+    steps = {c: [] for c in configs}
     for rep in range(a.warmup_reps + a.reps):
         for c in configs:
             torch.set_num_threads(c[2])
             set_blas_threads(c[3])
             tr = trainers[c]
             tr.timed(a.warmup)
-            dt = tr.timed(a.steps)
+            rec = []
+            dt = tr.timed(a.steps, rec)
             if rep >= a.warmup_reps:
                 times[c].append(a.steps * a.batch / dt)
+                steps[c] += rec
     core = corename()
     for c in configs:
-        r = times[c]
         print(f"TORCH model={a.model} batch={a.batch} mode={c[0]} threads={c[2]} "
-              f"blas={c[3]} core={core} samples_per_s={statistics.median(r):.1f} "
-              f"(reps {' '.join(f'{v:.0f}' for v in r)})", flush=True)
+              f"blas={c[3]} core={core} {fmt(a.batch, times[c], steps[c])}", flush=True)
 
 
 def ddp_worker(rank, a, init_file, queue):
@@ -161,15 +190,18 @@ def ddp_worker(rank, a, init_file, queue):
     model = nn.parallel.DistributedDataParallel(make_model(a.model))
     tr = Trainer(a.model, a.batch // 2, 1, xs, ys, seed=1 + rank, model=model)
     res = []
+    steps = []
     for rep in range(a.warmup_reps + a.reps):
         tr.timed(a.warmup)
         dist.barrier()
-        dt = torch.tensor([tr.timed(a.steps)])
+        rec = []
+        dt = torch.tensor([tr.timed(a.steps, rec)])
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)
         if rep >= a.warmup_reps:
             res.append(a.steps * a.batch / dt.item())
+            steps += rec
     if rank == 0:
-        queue.put((res, corename()))
+        queue.put((res, steps, corename()))
     dist.destroy_process_group()
 
 
@@ -184,14 +216,13 @@ def ddp(a):
     q = ctx.SimpleQueue()
     try:
         mp.spawn(ddp_worker, args=(a, init_file, q), nprocs=2, join=True)
-        res, core = q.get()
+        res, steps, core = q.get()
     finally:
         for f in os.listdir(d):
             os.unlink(os.path.join(d, f))
         os.rmdir(d)
     print(f"TORCH model={a.model} batch={a.batch} mode=ddp2 threads=1x2 blas=1x2 core={core} "
-          f"samples_per_s={statistics.median(res):.1f} (reps {' '.join(f'{v:.0f}' for v in res)})",
-          flush=True)
+          f"{fmt(a.batch, res, steps)}", flush=True)
 
 
 def sgemm_bound(a):
