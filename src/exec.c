@@ -57,7 +57,7 @@ struct cdp_exec {
     float *acc[CDP_MAX_LAYERS], *borrowed[CDP_MAX_LAYERS][2];
     int64_t borrowed_version[CDP_MAX_LAYERS][2];
     float *acc_block;           /* replicated dp: one block, one all-reduce */
-    float *scratch, *ws;
+    float *scratch, *ws, *input_ws;
     int64_t slot_version[2][CDP_MAX_LAYERS];
     int nslots[CDP_MAX_LAYERS];
     int64_t updates[CDP_MAX_LAYERS];
@@ -170,8 +170,9 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->scratch = cdp_actmem_alloc(&x->state, maxstage * sizeof(float));
     /* the backward's workspace is scratch like a BLAS workspace: not counted */
     x->ws = be->alloc(cdp_model_ws_floats(x->m, x->B) * sizeof(float) + 64);
+    x->input_ws = be->alloc((size_t)x->B * x->m->dims[0] * sizeof(float) + 64);
     x->stats = be->alloc(2 * sizeof(double));
-    if (!x->stats || !x->ws) abort();
+    if (!x->stats || !x->ws || !x->input_ws) abort();
     be->zero(x->stats, 2 * sizeof(double));
     const size_t NL = (size_t)x->N * x->L;
     x->act = calloc(NL, sizeof *x->act);
@@ -214,6 +215,7 @@ void cdp_exec_destroy(cdp_exec *x)
     cdp_actmem_destroy(&x->state);
     x->be->free(x->stats);
     x->be->free(x->ws);
+    x->be->free(x->input_ws);
     if (x->stage_comm != MPI_COMM_NULL) MPI_Comm_free(&x->stage_comm);
     free(x->holds);
     free(x->act); free(x->dact); free(x->in_act); free(x->x); free(x->labels); free(x->act_bytes);
@@ -427,19 +429,20 @@ static const float *stage_params(cdp_exec *x, int l, int64_t v)
 }
 
 /* The input micro-batch is data, not an activation: it is converted from
- * the (4x smaller) bytes of the data set when stage 0 needs it, in its
- * forward and again in its backward, instead of being held in between. */
+ * the (4x smaller) bytes of the data set into the input workspace when
+ * stage 0 needs it, in its forward and again in its backward, instead of
+ * being held in between.  Like the backward's workspace it lives only
+ * inside one instruction, so one buffer serves every worker. */
 static void load_input(cdp_exec *x, int64_t k, int i)
 {
     size_t n = (size_t)x->B * x->m->dims[0];
-    x->x[i] = cdp_actmem_alloc(&x->mem, n * sizeof(float));
+    x->x[i] = x->input_ws;
     cdp_batcher_gather(&x->batch, k, i, x->host_pixels, NULL);
     x->be->pixels_to_input(n, x->host_pixels, x->x[i]);
 }
 
 static void drop_input(cdp_exec *x, int i)
 {
-    cdp_actmem_free(&x->mem, x->x[i], (size_t)x->B * x->m->dims[0] * sizeof(float));
     x->x[i] = NULL;
 }
 
@@ -498,8 +501,16 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     }
     wait_range(x, x->scratch, stage_bytes(x, l));
     cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, x->scratch, x->ws);
-    release_now(x, &x->mem, x->act[i * L + l], x->act_bytes[l]);
-    x->act[i * L + l] = NULL;
+    /* the previous stage's output was this stage's input: if its own
+     * backward does not read it, nothing does any more */
+    if (l > 0 && !x->in_act[i * L + l] && !cdp_stage_bwd_reads_act(x->m, l - 1)) {
+        release_now(x, &x->mem, x->act[i * L + l - 1], x->act_bytes[l - 1]);
+        x->act[i * L + l - 1] = NULL;
+    }
+    if (x->act[i * L + l]) {
+        release_now(x, &x->mem, x->act[i * L + l], x->act_bytes[l]);
+        x->act[i * L + l] = NULL;
+    }
     if (l < L - 1) {
         cdp_actmem_free(&x->mem, x->dact[i * L + l], out_bytes(x, l));
         x->dact[i * L + l] = NULL;
@@ -803,6 +814,11 @@ const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->ntick; r
 int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x) { return x->mem.reserved_peak; }
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_peak; }
+
+int64_t cdp_exec_workspace_bytes(const cdp_exec *x)
+{
+    return (int64_t)((cdp_model_ws_floats(x->m, x->B) + (size_t)x->B * x->m->dims[0]) * sizeof(float));
+}
 
 const cdp_trace_event *cdp_exec_trace(const cdp_exec *x, size_t *n)
 {

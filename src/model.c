@@ -216,6 +216,11 @@ int cdp_stage_out(const cdp_model *m, int l)
     return m->dims[m->stage_first[l + 1]];
 }
 
+int cdp_stage_bwd_reads_act(const cdp_model *m, int l)
+{
+    return l == m->nstages - 1 || m->stage_first[l + 1] - m->stage_first[l] > 1;
+}
+
 float *cdp_stage_output(const cdp_model *m, int l, int B, float *act)
 {
     size_t n = 0;
@@ -269,23 +274,19 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         o += (size_t)B * (size_t)m->dims[j + 1];
     }
 
-    const float *dy;
-    if (last == m->nlayers - 1) {
-        dy = act + aoff[last - first];
-    } else {
-        size_t n = (size_t)B * (size_t)m->dims[last + 1];
-        be->copy(buf[cur], dout, n * sizeof(float));
-        be->relu_bwd(n, act + aoff[last - first], buf[cur]);
-        dy = buf[cur];
-    }
+    /* dout arrives already masked by relu'(output): the next stage applied it
+     * to its dx, as this stage does below, so no backward reads its own
+     * stage output (cdp_stage_bwd_reads_act) */
+    const float *dy = last == m->nlayers - 1 ? act + aoff[last - first] : dout;
     for (int j = last; j >= first; j--) {
         int din = m->dims[j], dd = m->dims[j + 1];
         const float *xin = j == first ? x : act + aoff[j - 1 - first];
         float *dxo = j == first ? dx : buf[cur ^ 1];
         be->linear_bwd(B, din, dd, xin, stage_params + (m->w_off[j] - base), dy, dxo,
                        grad + (m->w_off[j] - base), grad + (m->b_off[j] - base));
-        if (j > first) {
+        if (j > first || (dx && l > 0))   /* xin is a ReLU output */
             be->relu_bwd((size_t)B * (size_t)din, xin, dxo);
+        if (j > first) {
             cur ^= 1;
             dy = dxo;
         }

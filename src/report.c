@@ -39,16 +39,18 @@ void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    int64_t mx[4] = { cdp_exec_act_peak(x), cdp_exec_act_reserved_peak(x),
-                      cdp_exec_model_state_bytes(x), (int64_t)ru.ru_maxrss * 1024 };
+    int64_t mx[5] = { cdp_exec_act_peak(x), cdp_exec_act_reserved_peak(x),
+                      cdp_exec_model_state_bytes(x), (int64_t)ru.ru_maxrss * 1024,
+                      cdp_exec_workspace_bytes(x) };
     int64_t coll = c->collectives;
-    reduce_i64(c, mx, 4, MPI_MAX);
+    reduce_i64(c, mx, 5, MPI_MAX);
     reduce_i64(c, &coll, 1, MPI_SUM);
     if (c->rank == 0) {
         f->peak_activation_bytes_per_rank = mx[0];
         f->activation_reserved_per_rank = mx[1];
         f->model_state_bytes_per_rank = mx[2];
         f->peak_rss_bytes = mx[3];
+        f->workspace_bytes_per_rank = mx[4];
         f->collective_calls = coll;
     }
 }
@@ -105,6 +107,7 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 "  peak activation bytes (all ranks, one tick) %14lld  (%s)\n"
                 "  peak activation bytes per rank              %14lld  (%s)\n"
                 "  model state bytes per rank                  %14lld  (%s)\n"
+                "  workspace bytes per rank (not activations)  %14lld\n"
                 "  bytes sent, total                           %14lld  (%s)\n"
                 "  bytes sent, peak tick (all ranks)           %14lld  (%s)\n"
                 "  bytes sent, mean tick                       %14.0f  (%s)\n"
@@ -116,6 +119,7 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 (long long)fig->peak_activation_bytes, a,
                 (long long)fig->peak_activation_bytes_per_rank, b,
                 (long long)fig->model_state_bytes_per_rank, g,
+                (long long)fig->workspace_bytes_per_rank,
                 (long long)fig->bytes_sent_total, c, (long long)fig->bytes_sent_peak_tick, d,
                 mean_tick, e, (long long)fig->collective_calls, coll_per_step,
                 (long long)fig->peak_rss_bytes, h, step_time, (long long)fig->steps,
@@ -130,14 +134,16 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 "\"workers\": %d, \"stages\": %d, \"batch\": %d, \"steps\": %lld, "
                 "\"peak_activation_bytes\": %lld, \"peak_activation_bytes_per_rank\": %lld, "
                 "\"activation_reserved_bytes_per_rank\": %lld, "
-                "\"model_state_bytes_per_rank\": %lld, \"bytes_sent_total\": %lld, "
+                "\"model_state_bytes_per_rank\": %lld, \"workspace_bytes_per_rank\": %lld, "
+                "\"bytes_sent_total\": %lld, "
                 "\"bytes_sent_peak_tick\": %lld, \"bytes_sent_mean_tick\": %.6g, \"ticks\": %lld, "
                 "\"collective_calls\": %lld, \"collective_calls_per_step\": %.6g, "
                 "\"peak_rss_bytes\": %lld, \"step_time_s\": %.9g, \"samples_per_s\": %.6g, ",
                 rule, framework, ranks, N, L, B, (long long)fig->steps,
                 (long long)fig->peak_activation_bytes, (long long)fig->peak_activation_bytes_per_rank,
                 (long long)fig->activation_reserved_per_rank,
-                (long long)fig->model_state_bytes_per_rank, (long long)fig->bytes_sent_total,
+                (long long)fig->model_state_bytes_per_rank, (long long)fig->workspace_bytes_per_rank,
+                (long long)fig->bytes_sent_total,
                 (long long)fig->bytes_sent_peak_tick, mean_tick, (long long)fig->ticks,
                 (long long)fig->collective_calls, coll_per_step, (long long)fig->peak_rss_bytes,
                 step_time, samples_per_s);

@@ -75,6 +75,9 @@ const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n);
 int64_t cdp_exec_act_peak(const cdp_exec *x);
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x);
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x);
+/* Fixed scratch inside one instruction (the backward's workspace and the
+ * input micro-batch as floats): not activations, reported apart. */
+int64_t cdp_exec_workspace_bytes(const cdp_exec *x);
 
 /* Recorded trace events (when cfg.trace). */
 const cdp_trace_event *cdp_exec_trace(const cdp_exec *x, size_t *n);

@@ -53,14 +53,21 @@ double cdp_stage_flops(const cdp_model *m, int l, int B);
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
                    const int32_t *labels, double *stats);
+/* Whether stage l's backward reads act at all (internal layer outputs, or
+ * the loss gradient of the last stage).  When it does not, the stage's
+ * output is needed only as the next stage's input, and can go as soon as
+ * the next stage's backward is done. */
+int cdp_stage_bwd_reads_act(const cdp_model *m, int l);
 /* The stage's output inside act. */
 float *cdp_stage_output(const cdp_model *m, int l, int B, float *act);
 
 /* Backward of stage l: given x (its input), act (from its forward) and dout
- * (dLoss/d output, [B, out]; ignored on the last stage, whose act already
- * holds it), writes the stage's parameter gradient into grad (stage_n[l]
- * floats) and dLoss/dx into dx (skipped when NULL).  act may be clobbered;
- * ws holds cdp_model_ws_floats floats. */
+ * (dLoss/d of its last layer's pre-activation, [B, out]: the next stage's
+ * dx; ignored on the last stage, whose act already holds it), writes the
+ * stage's parameter gradient into grad (stage_n[l] floats) and into dx
+ * (skipped when NULL) dLoss/dx multiplied by relu'(x), the gradient the
+ * previous stage's last layer needs.  So no backward reads its own stage
+ * output; act may be clobbered; ws holds cdp_model_ws_floats floats. */
 void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
                    const float *dout, float *dx, float *grad, float *ws);

@@ -18,6 +18,7 @@ typedef struct cdp_figures {
     int64_t ticks;
     int64_t collective_calls;               /* in the training loop, summed over ranks */
     int64_t model_state_bytes_per_rank;
+    int64_t workspace_bytes_per_rank;       /* fixed scratch: backward workspace, input batch */
     int64_t peak_rss_bytes;                 /* max over ranks (getrusage) */
     double train_time_s;                    /* wall time inside segments (rank 0) */
     int64_t steps;
