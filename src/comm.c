@@ -1,6 +1,8 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include "cdp/comm.h"
 
 int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
@@ -13,6 +15,7 @@ int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
     MPI_Comm_rank(node, &c->local_rank);
     MPI_Comm_size(node, &c->local_size);
     MPI_Comm_free(&node);
+    c->oversubscribed = c->local_size > sysconf(_SC_NPROCESSORS_ONLN);
     c->bytes_sent = 0;
     c->collectives = 0;
     c->tick_bytes = NULL;
@@ -29,6 +32,23 @@ double cdp_comm_allreduce_bytes(int P, double n)
 double cdp_comm_bcast_bytes(int P, double n)
 {
     return (double)(P - 1) / P * n;
+}
+
+void cdp_comm_wait(cdp_comm *c, MPI_Request *r)
+{
+    if (!c->oversubscribed) {
+        MPI_Wait(r, MPI_STATUS_IGNORE);
+        return;
+    }
+    for (int spins = 0;; spins++) {
+        int done = 0;
+        MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        if (spins >= 64) {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 int cdp_comm_tag(int kind, int stage)
@@ -72,22 +92,28 @@ void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n)
 {
     int size;
     MPI_Comm_size(sub, &size);
-    MPI_Allreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, sub);
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, sub, &r);
+    cdp_comm_wait(c, &r);
     c->collectives++;
     count(c, (int64_t)cdp_comm_allreduce_bytes(size, (double)n * sizeof(float)));
 }
 
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root)
 {
-    MPI_Bcast(buf, as_count(n), MPI_BYTE, root, c->comm);
+    MPI_Request r;
+    MPI_Ibcast(buf, as_count(n), MPI_BYTE, root, c->comm, &r);
+    cdp_comm_wait(c, &r);
     c->collectives++;
     count(c, (int64_t)cdp_comm_bcast_bytes(c->size, (double)n));
 }
 
 void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, int root)
 {
-    MPI_Reduce(c->rank == root ? MPI_IN_PLACE : send, c->rank == root ? recv : NULL,
-               as_count(n), MPI_FLOAT, MPI_SUM, root, c->comm);
+    MPI_Request r;
+    MPI_Ireduce(c->rank == root ? MPI_IN_PLACE : send, c->rank == root ? recv : NULL,
+                as_count(n), MPI_FLOAT, MPI_SUM, root, c->comm, &r);
+    cdp_comm_wait(c, &r);
     c->collectives++;
     count(c, (int64_t)cdp_comm_bcast_bytes(c->size, (double)n * sizeof(float)));
 }

@@ -248,6 +248,11 @@ static void staging_put(cdp_exec *x, void *p, size_t bytes)
     x->staging[x->nstaging++] = (cdp_actmem_block){ bytes, p };
 }
 
+static void wait_req(cdp_exec *x, MPI_Request *r)
+{
+    cdp_comm_wait(x->comm, r);
+}
+
 static void finish(cdp_exec *x, size_t k)
 {
     pending *p = &x->pend[k];
@@ -294,7 +299,7 @@ static void wait_range(cdp_exec *x, const void *buf, size_t bytes)
     for (size_t k = 0; k < x->npend;) {
         pending *p = &x->pend[k];
         if (p->buf < b + bytes && b < p->buf + p->bytes) {
-            MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+            wait_req(x, &p->req);
             finish(x, k);
         } else {
             k++;
@@ -309,7 +314,7 @@ static void wait_due(cdp_exec *x, int tick)
     for (size_t k = 0; k < x->npend;) {
         pending *p = &x->pend[k];
         if (!p->is_recv && p->due >= 0 && p->due < tick) {
-            MPI_Wait(&p->req, MPI_STATUS_IGNORE);
+            wait_req(x, &p->req);
             finish(x, k);
         } else {
             k++;
@@ -320,7 +325,7 @@ static void wait_due(cdp_exec *x, int tick)
 static void wait_all(cdp_exec *x)
 {
     while (x->npend) {
-        MPI_Wait(&x->pend[x->npend - 1].req, MPI_STATUS_IGNORE);
+        wait_req(x, &x->pend[x->npend - 1].req);
         finish(x, x->npend - 1);
     }
     progress(x);

@@ -29,6 +29,8 @@ int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Da
 { COUNT_COLL(PMPI_Alltoall(s, sn, st, r, rn, rt, c)); }
 int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request *q)
 { COUNT_COLL(PMPI_Iallreduce(s, r, n, t, op, c, q)); }
+int MPI_Ireduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, MPI_Request *q)
+{ COUNT_COLL(PMPI_Ireduce(s, r, n, t, op, root, c, q)); }
 int MPI_Ibcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request *q)
 { COUNT_COLL(PMPI_Ibcast(b, n, t, root, c, q)); }
 

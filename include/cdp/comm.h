@@ -25,6 +25,7 @@ typedef struct cdp_comm {
     MPI_Comm comm;
     int rank, size;
     int local_rank, local_size;     /* among the ranks on this node */
+    int oversubscribed;             /* more ranks on this node than cores */
     /* counters */
     int64_t bytes_sent;             /* all traffic, whole run */
     int64_t collectives;            /* collective calls made through cdp_comm_coll_* */
@@ -39,6 +40,11 @@ int cdp_comm_tag(int kind, int stage);
 /* Nonblocking point to point of n bytes; counted on send. */
 void cdp_comm_isend(cdp_comm *c, const void *buf, size_t n, int peer, int tag, MPI_Request *req);
 void cdp_comm_irecv(cdp_comm *c, void *buf, size_t n, int peer, int tag, MPI_Request *req);
+
+/* Waits for a request.  With more ranks than cores on the node a rank that
+ * spins in MPI_Wait steals the core of the rank it waits for, so then it
+ * polls and sleeps instead.  The collectives below wait the same way. */
+void cdp_comm_wait(cdp_comm *c, MPI_Request *r);
 
 /* Collectives of the dp baselines (counted). */
 void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n);
