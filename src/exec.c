@@ -489,6 +489,13 @@ static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         drop_input(x, i);
 }
 
+static float *acquire_acc(cdp_exec *x, int l)
+{
+    if (!x->acc[l])
+        x->acc[l] = cdp_actmem_alloc(&x->state, stage_bytes(x, l));
+    return x->acc[l];
+}
+
 static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int i = in->worker, l = in->stage, L = x->L, B = x->B;
@@ -504,8 +511,11 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         dout = x->dact[i * L + l];
         wait_range(x, dout, out_bytes(x, l));
     }
-    wait_range(x, x->scratch, stage_bytes(x, l));
-    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, x->scratch, x->ws);
+    float *grad = x->scratch;
+    if (in->flags & CDP_F_FIRST)   /* the sum starts here: no copy from scratch */
+        grad = acquire_acc(x, l);
+    wait_range(x, grad, stage_bytes(x, l));
+    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, grad, x->ws);
     /* the previous stage's output was this stage's input: if its own
      * backward does not read it, nothing does any more */
     if (l > 0 && !x->in_act[i * L + l] && !cdp_stage_bwd_reads_act(x->m, l - 1)) {
@@ -532,12 +542,6 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     }
 }
 
-static float *acquire_acc(cdp_exec *x, int l)
-{
-    if (!x->acc[l])
-        x->acc[l] = cdp_actmem_alloc(&x->state, stage_bytes(x, l));
-    return x->acc[l];
-}
 
 static void drop_acc(cdp_exec *x, int l)
 {
@@ -549,12 +553,24 @@ static void drop_acc(cdp_exec *x, int l)
 /* full[l] = acc[l] * (1/N): "sum in worker order, then multiply by 1/N" */
 static void finalize(cdp_exec *x, int l)
 {
-    if (!x->full[l])
-        x->full[l] = cdp_actmem_alloc(&x->state, stage_bytes(x, l));
-    wait_range(x, x->full[l], stage_bytes(x, l));
-    x->be->copy(x->full[l], x->acc[l], stage_bytes(x, l));
-    x->be->scale(x->m->stage_n[l], x->full[l], 1.0f / (float)x->N);
-    drop_acc(x, l);
+    const size_t nb = stage_bytes(x, l);
+    if (x->full[l])
+        wait_range(x, x->full[l], nb);
+    if (x->acc_block) {   /* the all-reduce block stays where it is: copy */
+        if (!x->full[l])
+            x->full[l] = cdp_actmem_alloc(&x->state, nb);
+        x->be->copy(x->full[l], x->acc[l], nb);
+        x->be->scale(x->m->stage_n[l], x->full[l], 1.0f / (float)x->N);
+        return;
+    }
+    /* scale the sum where it is and let its buffer become the full gradient;
+     * the old full-gradient buffer goes back to the allocator */
+    x->be->scale(x->m->stage_n[l], x->acc[l], 1.0f / (float)x->N);
+    float *old = x->full[l];
+    x->full[l] = x->acc[l];
+    x->acc[l] = NULL;
+    if (old)
+        cdp_actmem_free(&x->state, old, nb);
 }
 
 static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
@@ -599,11 +615,7 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
     case CDP_OP_FWD: do_fwd(x, in, k0); break;
     case CDP_OP_BWD: do_bwd(x, in, k0); break;
     case CDP_OP_ACC:
-        if (in->flags & CDP_F_FIRST) {
-            acquire_acc(x, l);
-            wait_range(x, x->acc[l], nb);
-            x->be->copy(x->acc[l], x->scratch, nb);
-        } else {
+        if (!(in->flags & CDP_F_FIRST)) {   /* a first one was written in place by BWD */
             wait_range(x, x->acc[l], nb);
             x->be->add(x->m->stage_n[l], x->acc[l], x->scratch);
         }

@@ -259,7 +259,6 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     int from = i > 0 ? SLOT(i - 1, l) : r;
                     if (!collective && i > 0 && from != r)
                         kpush(kl, tb, 1, i, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
-                    kpush(kl, tb, 1, i, 2, mk(CDP_OP_BWD, i, l, -1, st, v, 0));
                     int first;
                     if (collective) {   /* first of this rank's workers on stage l */
                         first = 1;
@@ -268,6 +267,8 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     } else {
                         first = i == 0;
                     }
+                    /* a first contribution is written straight into the accumulator */
+                    kpush(kl, tb, 1, i, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
                     kpush(kl, tb, 1, i, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
                     if (prev_r != r)
                         kpush(kl, tb, 1, i, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));

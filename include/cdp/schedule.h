@@ -23,8 +23,9 @@ typedef enum { CDP_FW_REPLICATED = 0, CDP_FW_MODEL_PARALLEL, CDP_FW_ZERO } cdp_f
 
 typedef enum {
     CDP_OP_FWD = 0,     /* forward of (worker, stage) at version */
-    CDP_OP_BWD,         /* backward of (worker, stage) at version; gradient into the stage's scratch */
-    CDP_OP_ACC,         /* stage accumulator (+)= scratch; CDP_F_FIRST: copy */
+    CDP_OP_BWD,         /* backward of (worker, stage) at version; gradient into the stage's
+                         * scratch, or with CDP_F_FIRST straight into the accumulator */
+    CDP_OP_ACC,         /* stage accumulator += scratch; CDP_F_FIRST: nothing left to do */
     CDP_OP_SEND_GRAD,   /* partial sum of (stage, step) -> peer (next rank on the worker ring) */
     CDP_OP_RECV_GRAD,   /* post the receive of the partial sum of (stage, step) from peer */
     CDP_OP_FINALIZE,    /* full gradient of (stage, step) = accumulator * (1/N) */
@@ -44,7 +45,7 @@ typedef enum {
     CDP_OP_COUNT
 } cdp_opcode;
 
-#define CDP_F_FIRST 1   /* ACC: first contribution, copy instead of add */
+#define CDP_F_FIRST 1   /* BWD, ACC: the first contribution to the stage's sum */
 #define CDP_F_LAST  2   /* SEND_FULL: the last send of this full gradient */
 
 typedef struct cdp_instr {
