@@ -1,0 +1,97 @@
+#!/bin/bash
+# cdp_run under different thread / environment settings, measured round-robin
+# (profiling hints: where does the second core go?).  Step time = median of
+# the per-step periods of --trace (bench/trace_steps.py), per repetition; the
+# summary gives the median over repetitions and the ratio to the first
+# variant measured back to back.
+#
+# usage: bench/cdp_knobs.sh [BUILD_DIR]
+# environment: REPS [3], MODEL [mlp:784-1024-1024-10], SHAPES ["4:32 1:128"]
+#   (N:B pairs), RULE [cdp-v2], OUT (keep raw results)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:-${top_builddir:-/work/build-bench}}
+CDP=$BUILD/cdp_run
+MPIRUN=${MPIRUN:-mpirun}
+PY=${PY:-python3}
+REPS=${REPS:-3}
+MODEL=${MODEL:-mlp:784-1024-1024-10}
+SHAPES=${SHAPES:-"4:32 1:128"}
+RULE=${RULE:-cdp-v2}
+ONLY=${ONLY:-}     # a grep -E pattern: run only the variants whose label matches
+STEPS=${STEPS:-150}
+[ -x "$CDP" ] || { echo "cdp_knobs.sh: $CDP not found (build first)" >&2; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ -n "${OUT:-}" ]; then
+    mkdir -p "$OUT"; tmp=$OUT
+else
+    tmp=$(mktemp -d /tmp/cdp_knobs.XXXXXX); trap 'rm -rf "$tmp"' EXIT
+fi
+res=$tmp/knobs.txt
+: >"$res"
+
+# label|ranks|threads|environment (space-separated VAR=value, or -).
+# OMP_WAIT_POLICY= (set, empty) keeps cdp from setting PASSIVE, so libgomp
+# uses its default (spin ~300,000 iterations, then sleep); GOMP_SPINCOUNT
+# overrides the spin count of any policy.
+VARIANTS=(
+    "T2 (default: OMP_WAIT_POLICY=PASSIVE set by cdp)|1|2|-"
+    "T1|1|1|-"
+    "T2 OMP_WAIT_POLICY=ACTIVE|1|2|OMP_WAIT_POLICY=ACTIVE"
+    "T2 OMP_WAIT_POLICY='' (libgomp default spin)|1|2|OMP_WAIT_POLICY="
+    "T2 GOMP_SPINCOUNT=20000|1|2|GOMP_SPINCOUNT=20000"
+    "T2 GOMP_SPINCOUNT=200000|1|2|GOMP_SPINCOUNT=200000"
+    "T2 CDP_GEMM_SPLIT=1|1|2|CDP_GEMM_SPLIT=1"
+    "T2 CDP_GEMM_SPLIT=4|1|2|CDP_GEMM_SPLIT=4"
+    "T1 CDP_GEMM_SPLIT=1|1|1|CDP_GEMM_SPLIT=1"
+    "2 ranks x T1|2|1|-"
+)
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg); $CDP --model $MODEL --rule $RULE --steps $STEPS"
+for shape in $SHAPES; do
+    IFS=: read -r n b <<<"$shape"
+    for rep in $(seq 1 "$REPS"); do
+        for v in "${VARIANTS[@]}"; do
+            IFS='|' read -r label ranks thr envs <<<"$v"
+            [ "$ranks" -gt "$n" ] && continue
+            [ -n "$ONLY" ] && ! grep -qE "$ONLY" <<<"$label" && continue
+            launch=
+            [ "$ranks" -gt 1 ] && launch="$MPIRUN --allow-run-as-root --oversubscribe -np $ranks"
+            [ "$envs" = - ] && envs=
+            rm -f "$tmp/trace.json"
+            # shellcheck disable=SC2086
+            if ! env $envs timeout 300 $launch "$CDP" --model "$MODEL" --rule "$RULE" --workers "$n" \
+                    --batch "$b" --threads "$thr" --steps "$STEPS" --eval-every 0 --quiet \
+                    --trace "$tmp/trace.json" >"$tmp/log" 2>&1; then
+                echo "failed: $label"; cat "$tmp/log"; continue
+            fi
+            med=$("$PY" "$here/trace_steps.py" "$tmp/trace.json" | awk '{print $3}')
+            echo "N${n}xB${b}|$label|$rep|$med" | tee -a "$res"
+        done
+    done
+done
+
+echo
+echo "== summary: median step period (ms) and samples/s; ratio to the first variant (back to back)"
+"$PY" - "$res" <<'EOF'
+import sys, statistics, collections
+d = collections.defaultdict(dict)
+order = []
+for l in open(sys.argv[1]):
+    shape, label, rep, med = l.rstrip("\n").split("|")
+    d[(shape, label)][rep] = float(med)
+    if (shape, label) not in order:
+        order.append((shape, label))
+shapes = list(dict.fromkeys(s for s, _ in order))
+for s in shapes:
+    labels = [l for (sh, l) in order if sh == s]
+    base = d[(s, labels[0])]
+    n, b = s[1:].split("xB")
+    sps = int(n) * int(b)
+    print(s)
+    for l in labels:
+        x = d[(s, l)]
+        m = statistics.median(x.values())
+        rs = [x[r] / base[r] for r in x if r in base]
+        print(f"  {l:48s} {m * 1e3:8.2f} ms {sps / m:9.0f} samples/s  x{statistics.median(rs):.2f}")
+EOF
