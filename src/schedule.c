@@ -4,8 +4,9 @@
  * sorting each rank's list by that key gives the order the executor runs.
  * Phases inside one tick:
  *   0  APPLY            updates due before anything in this tick uses them
- *   1  backward chains  per worker: receive partial, BWD, ACC, send partial,
- *                       finalize and send the full sum
+ *   1  backward chains  per worker, lowest stage first, then worker order:
+ *                       receive partial, BWD, ACC, send partial, finalize
+ *                       and send the full sum
  *   2  forwards         per worker
  *   3  end of tick      posts of full-sum receives, collectives
  * Sends come as early in a tick as their data exists, and every receive is
@@ -254,11 +255,15 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                 /* ---- backward chain */
                 if (WANT(r)) {
                     keyed_list *kl = &lists[r];
+                    /* lowest stage first: those chains free more activation
+                     * memory than they allocate (stage 0 allocates none), so the
+                     * peak inside a tick stays at its boundary level */
+                    const int bsub = l * N + i;
                     if (next_r != r)
-                        kpush(kl, tb, 1, i, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
+                        kpush(kl, tb, 1, bsub, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
                     int from = i > 0 ? SLOT(i - 1, l) : r;
                     if (!collective && i > 0 && from != r)
-                        kpush(kl, tb, 1, i, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+                        kpush(kl, tb, 1, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
                     int first;
                     if (collective) {   /* first of this rank's workers on stage l */
                         first = 1;
@@ -268,21 +273,21 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                         first = i == 0;
                     }
                     /* a first contribution is written straight into the accumulator */
-                    kpush(kl, tb, 1, i, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
-                    kpush(kl, tb, 1, i, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
+                    kpush(kl, tb, 1, bsub, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
+                    kpush(kl, tb, 1, bsub, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
                     if (prev_r != r)
-                        kpush(kl, tb, 1, i, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
+                        kpush(kl, tb, 1, bsub, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
                     if (!collective && i < N - 1 && SLOT(i + 1, l) != r)
-                        kpush(kl, tb, 1, i, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
+                        kpush(kl, tb, 1, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
                                                    bwd_tick(c, st, i + 1, l)));
                     if (!collective && i == N - 1) {
-                        kpush(kl, tb, 1, i, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
+                        kpush(kl, tb, 1, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
                         int lastq = -1;
                         for (int q = 0; q < P; q++)
                             if (q != r && holder[q * L + l]) lastq = q;
                         for (int q = 0; q < P; q++)
                             if (q != r && holder[q * L + l])
-                                kpush(kl, tb, 1, i, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
+                                kpush(kl, tb, 1, bsub, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
                                                                   q == lastq ? CDP_F_LAST : 0), tb));
                     }
                 }
