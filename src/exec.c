@@ -58,6 +58,8 @@ struct cdp_exec {
     int64_t borrowed_version[CDP_MAX_LAYERS][2];
     float *acc_block;           /* replicated dp: one block, one all-reduce */
     float *scratch, *ws, *input_ws;
+    int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
+    int input_worker;
     int64_t slot_version[2][CDP_MAX_LAYERS];
     int nslots[CDP_MAX_LAYERS];
     int64_t updates[CDP_MAX_LAYERS];
@@ -171,6 +173,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     /* the backward's workspace is scratch like a BLAS workspace: not counted */
     x->ws = be->alloc(cdp_model_ws_floats(x->m, x->B) * sizeof(float) + 64);
     x->input_ws = be->alloc((size_t)x->B * x->m->dims[0] * sizeof(float) + 64);
+    x->input_step = -1;
     x->stats = be->alloc(2 * sizeof(double));
     if (!x->stats || !x->ws || !x->input_ws) abort();
     be->zero(x->stats, 2 * sizeof(double));
@@ -437,11 +440,17 @@ static const float *stage_params(cdp_exec *x, int l, int64_t v)
  * the (4x smaller) bytes of the data set into the input workspace when
  * stage 0 needs it, in its forward and again in its backward, instead of
  * being held in between.  Like the backward's workspace it lives only
- * inside one instruction, so one buffer serves every worker. */
+ * inside one instruction, so one buffer serves every worker.  When no other
+ * worker's forward came in between (N = 1, or the last worker under dp), the
+ * backward finds its input still there. */
 static void load_input(cdp_exec *x, int64_t k, int i)
 {
     size_t n = (size_t)x->B * x->m->dims[0];
     x->x[i] = x->input_ws;
+    if (x->input_step == k && x->input_worker == i)
+        return;
+    x->input_step = k;
+    x->input_worker = i;
     cdp_batcher_gather(&x->batch, k, i, x->host_pixels, NULL);
     x->be->pixels_to_input(n, x->host_pixels, x->x[i]);
 }
@@ -550,7 +559,9 @@ static void drop_acc(cdp_exec *x, int l)
     x->acc[l] = NULL;
 }
 
-/* full[l] = acc[l] * (1/N): "sum in worker order, then multiply by 1/N" */
+/* full[l] = acc[l], the sum in worker order.  The "then multiply by 1/N" of
+ * DESIGN.md section 4 happens in the SGD kernel (gscale, same bits), which
+ * saves a pass over the gradient. */
 static void finalize(cdp_exec *x, int l)
 {
     const size_t nb = stage_bytes(x, l);
@@ -560,12 +571,10 @@ static void finalize(cdp_exec *x, int l)
         if (!x->full[l])
             x->full[l] = cdp_actmem_alloc(&x->state, nb);
         x->be->copy(x->full[l], x->acc[l], nb);
-        x->be->scale(x->m->stage_n[l], x->full[l], 1.0f / (float)x->N);
         return;
     }
-    /* scale the sum where it is and let its buffer become the full gradient;
-     * the old full-gradient buffer goes back to the allocator */
-    x->be->scale(x->m->stage_n[l], x->acc[l], 1.0f / (float)x->N);
+    /* the sum's buffer becomes the full gradient; the old full-gradient
+     * buffer goes back to the allocator */
     float *old = x->full[l];
     x->full[l] = x->acc[l];
     x->acc[l] = NULL;
@@ -584,7 +593,7 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     float *dst = x->param[slot][l];
     wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
     const cdp_sgd *o = &x->cfg.sgd;
-    x->be->sgd(n, src, dst, x->full[l], x->mom[l], cdp_sgd_lr(o, v - 1),
+    x->be->sgd(n, src, dst, x->full[l], 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0);
     x->updates[l]++;
     x->slot_version[slot][l] = v;

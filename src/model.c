@@ -241,9 +241,7 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
     for (int j = m->stage_first[l]; j < m->stage_first[l + 1]; j++) {
         int din = m->dims[j], dout = m->dims[j + 1];
         be->linear_fwd(B, din, dout, in, stage_params + (m->w_off[j] - base),
-                       stage_params + (m->b_off[j] - base), y);
-        if (j < m->nlayers - 1)
-            be->relu_fwd((size_t)B * (size_t)dout, y);
+                       stage_params + (m->b_off[j] - base), y, j < m->nlayers - 1);
         in = y;
         y += (size_t)B * (size_t)dout;
     }
@@ -282,10 +280,10 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         int din = m->dims[j], dd = m->dims[j + 1];
         const float *xin = j == first ? x : act + aoff[j - 1 - first];
         float *dxo = j == first ? dx : buf[cur ^ 1];
+        /* xin is a ReLU output except for the network's input */
         be->linear_bwd(B, din, dd, xin, stage_params + (m->w_off[j] - base), dy, dxo,
-                       grad + (m->w_off[j] - base), grad + (m->b_off[j] - base));
-        if (j > first || (dx && l > 0))   /* xin is a ReLU output */
-            be->relu_bwd((size_t)B * (size_t)din, xin, dxo);
+                       grad + (m->w_off[j] - base), grad + (m->b_off[j] - base),
+                       j > first || (dx && l > 0));
         if (j > first) {
             cur ^= 1;
             dy = dxo;
@@ -334,9 +332,7 @@ void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *
         for (int j = 0; j < m->nlayers; j++) {
             float *y = bufs[j & 1];
             be->linear_fwd(rows, m->dims[j], m->dims[j + 1], in, params + m->w_off[j],
-                           params + m->b_off[j], y);
-            if (j < m->nlayers - 1)
-                be->relu_fwd((size_t)rows * (size_t)m->dims[j + 1], y);
+                           params + m->b_off[j], y, j < m->nlayers - 1);
             in = y;
         }
         be->xent(rows, m->dims[m->nlayers], (float *)in, lab, stats);

@@ -153,9 +153,9 @@ START_TEST(test_linear_fwd)
     float *cx = put(cpu, x, nx * 4), *cW = put(cpu, W, nw * 4), *cb = put(cpu, b, out * 4);
     float *cy = put(cpu, NULL, ny * 4);
 
-    gpu->linear_fwd(B, in, out, gx, gW, gb, gy);
-    gpu->linear_fwd(B, in, out, gx, gW, gb, gy2);
-    cpu->linear_fwd(B, in, out, cx, cW, cb, cy);
+    gpu->linear_fwd(B, in, out, gx, gW, gb, gy, 0);
+    gpu->linear_fwd(B, in, out, gx, gW, gb, gy2, 0);
+    cpu->linear_fwd(B, in, out, cx, cW, cb, cy, 0);
     float *hy = get(gpu, gy, ny * 4), *hy2 = get(gpu, gy2, ny * 4), *ry = get(cpu, cy, ny * 4);
     expect_close(what, hy, ry, ny, 1e-4);
     expect_same_bits(what, hy, hy2, ny * 4);
@@ -188,9 +188,9 @@ START_TEST(test_linear_bwd)
     float *cx = put(cpu, x, nx * 4), *cW = put(cpu, W, nw * 4), *cdy = put(cpu, dy, ny * 4);
     float *cdx = put(cpu, NULL, nx * 4), *cdW = put(cpu, NULL, nw * 4), *cdb = put(cpu, NULL, out * 4);
 
-    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx, gdW, gdb);
-    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx2, gdW2, gdb2);
-    cpu->linear_bwd(B, in, out, cx, cW, cdy, cdx, cdW, cdb);
+    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx, gdW, gdb, 0);
+    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx2, gdW2, gdb2, 0);
+    cpu->linear_bwd(B, in, out, cx, cW, cdy, cdx, cdW, cdb, 0);
 
     float *hdx = get(gpu, gdx, nx * 4), *hdW = get(gpu, gdW, nw * 4), *hdb = get(gpu, gdb, out * 4);
     float *hdx2 = get(gpu, gdx2, nx * 4), *hdW2 = get(gpu, gdW2, nw * 4), *hdb2 = get(gpu, gdb2, out * 4);
@@ -207,7 +207,7 @@ START_TEST(test_linear_bwd)
     expect_same_bits(what, hdb, hdb2, out * 4);
 
     /* dx == NULL skips dx and still overwrites dW, db (not accumulates) */
-    gpu->linear_bwd(B, in, out, gx, gW, gdy, NULL, gdW2, gdb2);
+    gpu->linear_bwd(B, in, out, gx, gW, gdy, NULL, gdW2, gdb2, 0);
     free(hdW2); free(hdb2);
     hdW2 = get(gpu, gdW2, nw * 4);
     hdb2 = get(gpu, gdb2, out * 4);
@@ -300,13 +300,13 @@ START_TEST(test_sgd)
         float *g = rand_floats(n, -1.0f, 1.0f);
         float *gg = put(gpu, g, n * 4), *cg = put(cpu, g, n * 4);
         if (step % 2 == 0) { /* out of place, then copy back */
-            gpu->sgd(n, gth, gout, gg, gbuf, lr, mu, wd, step == 0);
-            cpu->sgd(n, cth, cout, cg, cbuf, lr, mu, wd, step == 0);
+            gpu->sgd(n, gth, gout, gg, 1.0f, gbuf, lr, mu, wd, step == 0);
+            cpu->sgd(n, cth, cout, cg, 1.0f, cbuf, lr, mu, wd, step == 0);
             gpu->copy(gth, gout, n * 4);
             cpu->copy(cth, cout, n * 4);
         } else { /* in place */
-            gpu->sgd(n, gth, gth, gg, gbuf, lr, mu, wd, 0);
-            cpu->sgd(n, cth, cth, cg, cbuf, lr, mu, wd, 0);
+            gpu->sgd(n, gth, gth, gg, 1.0f, gbuf, lr, mu, wd, 0);
+            cpu->sgd(n, cth, cth, cg, 1.0f, cbuf, lr, mu, wd, 0);
         }
         gpu->free(gg); cpu->free(cg); free(g);
     }
@@ -450,17 +450,17 @@ START_TEST(test_training_steps)
         for (int s = 0; s < STEPS; s++) {
             e->pixels_to_input((size_t)B * D, px + (size_t)s * B * D, x);
             e->to_device(y, lab + (size_t)s * B, B * 4);
-            e->linear_fwd(B, D, H, x, w1, c1, a1);
+            e->linear_fwd(B, D, H, x, w1, c1, a1, 0);
             e->relu_fwd((size_t)B * H, a1);
-            e->linear_fwd(B, H, K, a1, w2, c2, a2);
+            e->linear_fwd(B, H, K, a1, w2, c2, a2, 0);
             e->xent(B, K, a2, y, stats);
-            e->linear_bwd(B, H, K, a1, w2, a2, da1, g2, h2);
+            e->linear_bwd(B, H, K, a1, w2, a2, da1, g2, h2, 0);
             e->relu_bwd((size_t)B * H, a1, da1);
-            e->linear_bwd(B, D, H, x, w1, da1, NULL, g1, h1);
-            e->sgd(H * D, w1, w1, g1, m1, 0.1f, 0.9f, 1e-4f, s == 0);
-            e->sgd(H, c1, c1, h1, n1, 0.1f, 0.9f, 1e-4f, s == 0);
-            e->sgd(K * H, w2, w2, g2, m2, 0.1f, 0.9f, 1e-4f, s == 0);
-            e->sgd(K, c2, c2, h2, n2, 0.1f, 0.9f, 1e-4f, s == 0);
+            e->linear_bwd(B, D, H, x, w1, da1, NULL, g1, h1, 0);
+            e->sgd(H * D, w1, w1, g1, 1.0f, m1, 0.1f, 0.9f, 1e-4f, s == 0);
+            e->sgd(H, c1, c1, h1, 1.0f, n1, 0.1f, 0.9f, 1e-4f, s == 0);
+            e->sgd(K * H, w2, w2, g2, 1.0f, m2, 0.1f, 0.9f, 1e-4f, s == 0);
+            e->sgd(K, c2, c2, h2, 1.0f, n2, 0.1f, 0.9f, 1e-4f, s == 0);
         }
         res[k][0] = get(e, w1, H * D * 4);
         res[k][1] = get(e, c1, H * 4);

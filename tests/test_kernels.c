@@ -122,7 +122,7 @@ START_TEST(linear_fwd_naive)
         fill(x, (size_t)B * in, 1, -1, 1);
         fill(W, (size_t)out * in, 2, -1, 1);
         fill(b, out, 3, -1, 1);
-        be->linear_fwd(B, in, out, x, W, b, y);
+        be->linear_fwd(B, in, out, x, W, b, y, 0);
         for (int i = 0; i < B; i++)
             for (int o = 0; o < out; o++) {
                 double e = b[o], mag = fabs(b[o]);
@@ -151,7 +151,7 @@ static void linear_bwd_check(const cdp_backend *be, int B, int in, int out)
         dW[k] = NAN;                     /* overwritten, not accumulated */
     for (int o = 0; o < out; o++)
         db[o] = NAN;
-    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db);
+    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db, 0);
     /* |got - exact| <= 1e-6 * sum of |terms| (float accumulation bound) */
     for (int o = 0; o < out; o++)
         for (int k = 0; k < in; k++) {
@@ -183,7 +183,7 @@ static void linear_bwd_check(const cdp_backend *be, int B, int in, int out)
         }
     /* dx == NULL: skipped, dW and db unchanged */
     float *dW2 = fbuf((size_t)out * in), *db2 = fbuf(out);
-    be->linear_bwd(B, in, out, x, W, dy, NULL, dW2, db2);
+    be->linear_bwd(B, in, out, x, W, dy, NULL, dW2, db2, 0);
     ck_assert(memcmp(dW, dW2, sizeof(float) * (size_t)out * in) == 0);
     ck_assert(memcmp(db, db2, sizeof(float) * (size_t)out) == 0);
     free(x); free(W); free(dy); free(dx); free(dW); free(db); free(dW2); free(db2);
@@ -229,7 +229,7 @@ START_TEST(sgd_hand)
     const float lr = 0.1f, mu = 0.9f, wd = 0.01f;
     double dth[3] = {1.0, -2.0, 0.5}, dbuf[3];
     for (int step = 0; step < 3; step++) {
-        be->sgd(3, th, th, g[step], buf, lr, mu, wd, step == 0);
+        be->sgd(3, th, th, g[step], 1.0f, buf, lr, mu, wd, step == 0);
         for (int k = 0; k < 3; k++) {
             double d = (double)g[step][k] + (double)wd * dth[k];
             dbuf[k] = step == 0 ? d : (double)mu * dbuf[k] + d;
@@ -242,16 +242,16 @@ START_TEST(sgd_hand)
     }
     /* first step by hand, no momentum, no decay: theta - lr*g, out of place */
     float t0[2] = {1.0f, -1.0f}, t1[2], b2[2], g2[2] = {0.5f, 2.0f};
-    be->sgd(2, t0, t1, g2, b2, 0.5f, 0.0f, 0.0f, 1);
+    be->sgd(2, t0, t1, g2, 1.0f, b2, 0.5f, 0.0f, 0.0f, 1);
     ck_assert(t1[0] == 0.75f && t1[1] == -2.0f && t0[0] == 1.0f && b2[1] == 2.0f);
     /* the exact float order d = g + wd*th; buf = mu*buf + d; th -= lr*buf */
     float a[1] = {0.3f}, gb[1] = {0.7f}, bb[1] = {0.11f};
     float d = 0.7f + 0.01f * 0.3f, v = 0.9f * 0.11f + d, exp_th = 0.3f - 0.05f * v;
-    be->sgd(1, a, a, gb, bb, 0.05f, 0.9f, 0.01f, 0);
+    be->sgd(1, a, a, gb, 1.0f, bb, 0.05f, 0.9f, 0.01f, 0);
     ck_assert(memcmp(a, &exp_th, 4) == 0 && memcmp(bb, &v, 4) == 0);
     /* no buffer: plain SGD */
     float c[1] = {1.0f}, gc[1] = {2.0f};
-    be->sgd(1, c, c, gc, NULL, 0.25f, 0.0f, 0.0f, 0);
+    be->sgd(1, c, c, gc, 1.0f, NULL, 0.25f, 0.0f, 0.0f, 0);
     ck_assert(c[0] == 0.5f);
 }
 END_TEST
@@ -335,10 +335,10 @@ START_TEST(linear_fd)
     fill(W, nw, 21, -1, 1);
     fill(b, out, 22, -1, 1);
     fill(c, ny, 23, -1, 1);
-    be->linear_fwd(B, in, out, x, W, b, y);
+    be->linear_fwd(B, in, out, x, W, b, y, 0);
     for (size_t k = 0; k < ny; k++)
         y[k] = c[k] + y[k];
-    be->linear_bwd(B, in, out, x, W, y, dx, dW, db);
+    be->linear_bwd(B, in, out, x, W, y, dx, dW, db, 0);
 
     double *xd = to_d(x, nx), *Wd = to_d(W, nw), *bd = to_d(b, out), *cd = to_d(c, ny);
     double *f = malloc(sizeof(double) * nx);
@@ -564,14 +564,57 @@ START_TEST(stage_fd_single_layer)
 }
 END_TEST
 
+/* ------------------------------------------------------------ fused ReLU */
+
+/* linear_fwd(relu) is linear_fwd then relu_fwd, and linear_bwd(relu_dx) is
+ * linear_bwd then relu_bwd(x, dx), bit for bit, for several column splits
+ * and thread counts; x has negative entries so the mask matters. */
+START_TEST(fused_relu_bitwise)
+{
+    static const int shapes[][3] = {{128, 1024, 1024}, {33, 300, 129}, {7, 5, 3}};
+    static const char *splits[] = {NULL, "1", "4"};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
+        float *x = fbuf(nx), *W = fbuf(nw), *b = fbuf(out), *dy = fbuf(ny);
+        float *y1 = fbuf(ny), *y2 = fbuf(ny), *dx1 = fbuf(nx), *dx2 = fbuf(nx);
+        float *dW = fbuf(nw), *db = fbuf(out);
+        fill(x, nx, 70, -1, 1);
+        fill(W, nw, 71, -0.05f, 0.05f);
+        fill(b, out, 72, -0.05f, 0.05f);
+        fill(dy, ny, 73, -0.01f, 0.01f);
+        for (int sp = 0; sp < 3; sp++)
+            for (int t = 1; t <= 2; t++) {
+                const cdp_backend *be = cpu_split(t, splits[sp]);
+                be->linear_fwd(B, in, out, x, W, b, y1, 0);
+                be->relu_fwd(ny, y1);
+                be->linear_fwd(B, in, out, x, W, b, y2, 1);
+                ck_assert_msg(memcmp(y1, y2, ny * sizeof(float)) == 0,
+                              "fused forward ReLU differs (%dx%dx%d)", B, in, out);
+                be->linear_bwd(B, in, out, x, W, dy, dx1, dW, db, 0);
+                be->relu_bwd(nx, x, dx1);
+                be->linear_bwd(B, in, out, x, W, dy, dx2, dW, db, 1);
+                ck_assert_msg(memcmp(dx1, dx2, nx * sizeof(float)) == 0,
+                              "fused backward ReLU mask differs (%dx%dx%d)", B, in, out);
+                size_t zeros = 0;
+                for (size_t k = 0; k < nx; k++)
+                    zeros += dx2[k] == 0.0f;
+                ck_assert_msg(zeros > nx / 4, "the mask zeroed only %zu of %zu", zeros, nx);
+            }
+        free(x); free(W); free(b); free(dy); free(y1); free(y2); free(dx1); free(dx2);
+        free(dW); free(db);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ determinism */
 
 static void run_linear(const cdp_backend *be, int B, int in, int out, const float *x,
                        const float *W, const float *b, const float *dy, float *y, float *dx,
                        float *dW, float *db)
 {
-    be->linear_fwd(B, in, out, x, W, b, y);
-    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db);
+    be->linear_fwd(B, in, out, x, W, b, y, 0);
+    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db, 0);
 }
 
 START_TEST(determinism)
@@ -631,8 +674,8 @@ START_TEST(determinism)
         const cdp_backend *be = cdp_backend_cpu(t == 0 ? 1 : 2);
         o[t] = fbuf(n);
         bf[t] = fbuf(n);
-        be->sgd(n, th, o[t], g, bf[t], 0.1f, 0.9f, 1e-4f, 1);
-        be->sgd(n, o[t], o[t], g, bf[t], 0.1f, 0.9f, 1e-4f, 0);
+        be->sgd(n, th, o[t], g, 1.0f, bf[t], 0.1f, 0.9f, 1e-4f, 1);
+        be->sgd(n, o[t], o[t], g, 1.0f, bf[t], 0.1f, 0.9f, 1e-4f, 0);
         be->relu_fwd(n, o[t]);
         zz[t] = fbuf((size_t)B * C);
         memcpy(zz[t], z, sizeof(float) * (size_t)B * C);
@@ -817,6 +860,7 @@ static Suite *kernels_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, linear_fwd_naive);
     tcase_add_test(tc, linear_bwd_naive);
+    tcase_add_test(tc, fused_relu_bitwise);
     tcase_add_test(tc, xent_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);

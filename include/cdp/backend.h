@@ -29,17 +29,20 @@ typedef struct cdp_backend {
     void (*sync)(void);   /* wait until all queued work is done (before MPI reads a buffer) */
 
     /* ---- kernels ---- */
-    /* y[B,out] = x[B,in] * W[out,in]^T + b[out] */
+    /* y[B,out] = x[B,in] * W[out,in]^T + b[out], then y = max(y, 0) when
+     * relu (the same bits as relu_fwd afterwards; fused to save a pass) */
     void (*linear_fwd)(int B, int in, int out, const float *x, const float *W,
-                       const float *b, float *y);
+                       const float *b, float *y, int relu);
     /* y = max(y, 0), in place */
     void (*relu_fwd)(size_t n, float *y);
     /* dy = y > 0 ? dy : 0, in place on dy (y is the ReLU output) */
     void (*relu_bwd)(size_t n, const float *y, float *dy);
     /* dW[out,in] = dy^T x ; db[out] = sum over rows of dy ; dx[B,in] = dy W
-     * (dx skipped when NULL).  dW and db are overwritten, not accumulated. */
+     * (dx skipped when NULL), then dx = x > 0 ? dx : 0 when relu_dx (x is
+     * then a ReLU output: the same bits as relu_bwd(x, dx) afterwards).
+     * dW and db are overwritten, not accumulated. */
     void (*linear_bwd)(int B, int in, int out, const float *x, const float *W,
-                       const float *dy, float *dx, float *dW, float *db);
+                       const float *dy, float *dx, float *dW, float *db, int relu_dx);
     /* Mean softmax cross-entropy over the B rows of logits[B,C], numerically
      * stable.  Overwrites logits with dLoss/dlogits = (softmax - onehot) / B.
      * stats (backend memory, 2 doubles): stats[0] += sum of per-row losses,
@@ -49,9 +52,11 @@ typedef struct cdp_backend {
     void (*add)(size_t n, float *acc, const float *x);
     /* x[i] *= a */
     void (*scale)(size_t n, float *x, float a);
-    /* torch.optim.SGD: d = g + wd*theta; buf = first ? d : mu*buf + d;
-     * theta -= lr*buf.  theta_out may equal theta_in. */
-    void (*sgd)(size_t n, const float *theta_in, float *theta_out, const float *g,
+    /* torch.optim.SGD on the gradient g * gscale (the executor passes the
+     * summed gradient and 1/N, the same bits as scaling it first):
+     * d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta -= lr*buf.
+     * theta_out may equal theta_in. */
+    void (*sgd)(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
                 float *buf, float lr, float mu, float wd, int first);
     /* x[B,dim] = pixels[B,dim] / 255.0f, pixels given on the host */
     void (*pixels_to_input)(size_t n, const uint8_t *host_pixels, float *x);

@@ -28,7 +28,7 @@ typedef enum {
     CDP_OP_ACC,         /* stage accumulator += scratch; CDP_F_FIRST: nothing left to do */
     CDP_OP_SEND_GRAD,   /* partial sum of (stage, step) -> peer (next rank on the worker ring) */
     CDP_OP_RECV_GRAD,   /* post the receive of the partial sum of (stage, step) from peer */
-    CDP_OP_FINALIZE,    /* full gradient of (stage, step) = accumulator * (1/N) */
+    CDP_OP_FINALIZE,    /* full gradient of (stage, step) = the accumulated sum (APPLY scales by 1/N) */
     CDP_OP_SEND_FULL,   /* full gradient of (stage, step) -> peer */
     CDP_OP_RECV_FULL,   /* post the receive of the full gradient of (stage, step) from peer */
     CDP_OP_ALLREDUCE,   /* dp: MPI_Allreduce of every accumulator of step, then finalize all */

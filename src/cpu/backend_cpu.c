@@ -101,7 +101,7 @@ const cdp_backend *cdp_backend_cpu(int threads)
     cdp_cpu_set_threads(threads);
     cdp_cpu_gemm_split = gemm_split_default();
 
-    const char *wait = getenv("OMP_WAIT_POLICY");
+    const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();
     int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s, %d thread%s, "
                      "gemm split %d", cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), threads,
@@ -111,8 +111,8 @@ const cdp_backend *cdp_backend_cpu(int threads)
                       " on %d CPU%s (oversubscribed: mpirun --bind-to none, or fewer threads)",
                       cpus, cpus == 1 ? "" : "s");
     if (n > 0 && (size_t)n < sizeof cpu_desc)
-        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", OMP_WAIT_POLICY %s",
-                      wait ? wait : "default");
+        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", OMP_WAIT_POLICY %s%s%s",
+                      wait ? wait : "default", spin ? " GOMP_SPINCOUNT " : "", spin ? spin : "");
     if (n > 0 && (size_t)n < sizeof cpu_desc && note[0])
         snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, " (set by cdp: %s)", note);
     return &cpu_backend;

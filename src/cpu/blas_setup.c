@@ -8,20 +8,23 @@
  * the environment *before* the library loads, hence a re-exec of the program.
  *
  * Trap 2: OpenBLAS (pthread build) and libgomp each keep a thread pool whose
- * idle threads spin.  libgomp's default spins for ~300,000 iterations (about
- * a millisecond or more) after every parallel region, so an OpenMP loop
- * between two sgemm calls leaves an OpenMP thread burning the core that the
- * next sgemm's OpenBLAS worker needs.  PERFORMANCE.md: sgemm + OpenMP
- * bias/ReLU loop 4,336 us (OpenMP 2 + OpenBLAS 2 threads) vs 1,248 us with
- * OMP_WAIT_POLICY=PASSIVE; our own measurement with bench/sgemm_limit.c
- * (--interleave, 128x1024x1024 NT sgemm then a 128x1024 ReLU loop, 2+2
- * threads) is reported in bench/README.  We choose PASSIVE: an OpenMP
- * thread then sleeps (futex) as soon as its loop ends; its wake-up cost is
- * paid only by loops above CDP_CPU_OMP_MIN elements, which are long enough
- * to amortise it.  libgomp reads OMP_WAIT_POLICY in its load-time
- * constructor, so setting it also requires the re-exec; both settings are
- * made in a single re-exec, and only when one of them is missing.  A value
- * the user set (OPENBLAS_CORETYPE, OMP_WAIT_POLICY) is always respected. */
+ * idle threads spin, and the two fight for the cores (PERFORMANCE.md: sgemm
+ * + OpenMP bias/ReLU loop 4,336 us with OpenMP 2 + OpenBLAS 2 threads).  cdp
+ * avoids the fight at the root: OpenBLAS runs single-threaded (kernels_cpu.c
+ * parallelises each GEMM itself over OpenMP), so libgomp's is the only pool.
+ * What remains is how long libgomp's idle threads spin before they sleep:
+ * its default (~300,000 iterations, ~7 ms here) burns a core long after the
+ * work is done, and OMP_WAIT_POLICY=PASSIVE (no spin) makes every one of a
+ * step's ~20 parallel regions pay a futex wake-up.  We set GOMP_SPINCOUNT to
+ * CDP_SPINCOUNT: about 1.4 ms of spinning here (measured ~28 ns per
+ * iteration), longer than the gaps between the regions of a step, short
+ * enough that an idle rank gives its core back.  bench/cdp_knobs.sh
+ * compares the policies (PASSIVE was ~10% slower per step on
+ * mlp:784-1024-1024-10, B=128, 2 threads).  libgomp reads the variable in
+ * its load-time constructor, so setting it requires the re-exec; both
+ * settings are made in a single re-exec, and only when one is missing.  A
+ * value the user set (OPENBLAS_CORETYPE, OMP_WAIT_POLICY, GOMP_SPINCOUNT)
+ * is always respected. */
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@
 #include "cpu_internal.h"
 
 #define GUARD "CDP_REEXEC"
+#define CDP_SPINCOUNT "50000"
 
 int cdp_cpu_affinity_count(void)
 {
@@ -145,7 +149,7 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
     }
 
     int set_core = want && dynamic && !user_core;
-    int set_wait = !getenv("OMP_WAIT_POLICY");
+    int set_wait = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
     if (want && !set_core) {
         char why[96];
         if (user_core)
@@ -159,18 +163,18 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
         return;
     if (argc < 1 || !argv || !argv[0]) {
         fprintf(stderr, "cdp: warning: cannot re-execute without argv; "
-                "OPENBLAS_CORETYPE / OMP_WAIT_POLICY left as they are\n");
+                "OPENBLAS_CORETYPE / GOMP_SPINCOUNT left as they are\n");
         return;
     }
 
     char note[128];
     snprintf(note, sizeof note, "%s%s%s%s", set_core ? "OPENBLAS_CORETYPE=" : "",
              set_core ? want : "", set_core && set_wait ? " " : "",
-             set_wait ? "OMP_WAIT_POLICY=PASSIVE" : "");
+             set_wait ? "GOMP_SPINCOUNT=" CDP_SPINCOUNT : "");
     if (set_core)
         setenv("OPENBLAS_CORETYPE", want, 1);
     if (set_wait)
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        setenv("GOMP_SPINCOUNT", CDP_SPINCOUNT, 1);
     /* OpenBLAS runs single-threaded under cdp (kernels_cpu.c): spare the
      * process its thread pool */
     int set_nthr = !getenv("OPENBLAS_NUM_THREADS");
@@ -186,7 +190,7 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
     if (set_core)
         unsetenv("OPENBLAS_CORETYPE");
     if (set_wait)
-        unsetenv("OMP_WAIT_POLICY");
+        unsetenv("GOMP_SPINCOUNT");
     if (set_nthr)
         unsetenv("OPENBLAS_NUM_THREADS");
     fprintf(stderr, "cdp: warning: could not re-execute the program to set %s (%s); "

@@ -21,15 +21,15 @@
 
 /* ---- kernels (kernels_cpu.c) ---- */
 void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                        const float *b, float *y);
+                        const float *b, float *y, int relu);
 void cdp_cpu_relu_fwd(size_t n, float *y);
 void cdp_cpu_relu_bwd(size_t n, const float *y, float *dy);
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                        const float *dy, float *dx, float *dW, float *db);
+                        const float *dy, float *dx, float *dW, float *db, int relu_dx);
 void cdp_cpu_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
 void cdp_cpu_add(size_t n, float *acc, const float *x);
 void cdp_cpu_scale(size_t n, float *x, float a);
-void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
                  float *buf, float lr, float mu, float wd, int first);
 void cdp_cpu_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
 
@@ -48,7 +48,7 @@ void cdp_cpu_set_threads(int threads);
 /* "OpenBLAS 0.3.21" (version words of openblas_get_config()). */
 const char *cdp_cpu_blas_version(void);
 /* What cdp_backend_cpu_preinit changed in the environment, e.g.
- * "OPENBLAS_CORETYPE=SkylakeX OMP_WAIT_POLICY=PASSIVE", or "" */
+ * "OPENBLAS_CORETYPE=SkylakeX GOMP_SPINCOUNT=50000", or "" */
 const char *cdp_cpu_preinit_note(void);
 
 #endif

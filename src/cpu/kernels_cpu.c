@@ -23,8 +23,8 @@
  * thread), so the two pools of PERFORMANCE.md trap 2 never compete.
  * Elementwise loops run in parallel only from CDP_CPU_OMP_MIN elements on
  * (the if() clauses): they are memory-bound and an OpenMP fork costs ~10-30
- * us when the pool sleeps (OMP_WAIT_POLICY=PASSIVE, set by
- * cdp_backend_cpu_preinit, see blas_setup.c).
+ * us when the pool sleeps (its threads spin ~1 ms before they do, see
+ * GOMP_SPINCOUNT in blas_setup.c).
  *
  * No kernel allocates memory. */
 #include <math.h>
@@ -90,12 +90,25 @@ static int gemm_threads(int nb)
     return nb < cdp_cpu_omp_threads ? nb : cdp_cpu_omp_threads;
 }
 
+/* dst[i][c0..c1) = src[i][c0..c1) > 0 ? dst : 0 for the B rows (ld w): the
+ * ReLU of a column block, applied by the thread that just wrote it. */
+static void relu_mask_cols(int B, int w, int c0, int c1, const float *src, float *dst)
+{
+    for (int i = 0; i < B; i++) {
+        const float *s = src + (size_t)i * (size_t)w;
+        float *d = dst + (size_t)i * (size_t)w;
+        for (int c = c0; c < c1; c++)
+            d[c] = s[c] > 0.0f ? d[c] : 0.0f;
+    }
+}
+
 /* y[B,out] = x[B,in] W[out,in]^T + b.  Per column block: the rows of y are
  * preloaded with b and sgemm accumulates onto them (beta = 1), which saves
  * OpenBLAS's separate beta pass over C.  Each y[i][o] is b[o] plus the sgemm
- * partial sums added in the kernel's fixed K order. */
+ * partial sums added in the kernel's fixed K order.  With relu, the thread
+ * then clamps its block while it is still in its cache. */
 void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                        const float *b, float *y)
+                        const float *b, float *y, int relu)
 {
     if (B <= 0 || out <= 0)
         return;
@@ -110,6 +123,8 @@ void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
         if (in > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, o1 - o0, in,
                         1.0f, x, in, W + (size_t)o0 * (size_t)in, in, 1.0f, y + o0, out);
+        if (relu)
+            relu_mask_cols(B, out, o0, o1, y, y);
     }
 }
 
@@ -130,10 +145,10 @@ static void colsum(int B, int out, int o0, int o1, const float *dy, float *db)
 }
 
 /* dW[out,in] = dy^T x (column blocks over in), db = column sums of dy
- * (column blocks over out), dx[B,in] = dy W (column blocks over in), all in
- * one parallel region. */
+ * (column blocks over out), dx[B,in] = dy W (column blocks over in, masked
+ * by x > 0 when relu_dx), all in one parallel region. */
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                        const float *dy, float *dx, float *dW, float *db)
+                        const float *dy, float *dx, float *dW, float *db, int relu_dx)
 {
     if (out <= 0 || in <= 0)
         return;
@@ -162,6 +177,8 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
             int c0 = block_col(in, nx, q), c1 = block_col(in, nx, q + 1);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, c1 - c0, out,
                         1.0f, dy, out, W + c0, in, 0.0f, dx + c0, in);
+            if (relu_dx)
+                relu_mask_cols(B, in, c0, c1, x, dx);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nd; q++)
@@ -199,27 +216,31 @@ void cdp_cpu_scale(size_t n, float *x, float a)
         x[k] = x[k] * a;
 }
 
-/* torch.optim.SGD (dampening 0, no Nesterov), in float, in this order:
- *     d     = g + wd * theta
+/* torch.optim.SGD (dampening 0, no Nesterov) on the gradient g * gscale, in
+ * float, in this order:
+ *     d     = g * gscale + wd * theta
  *     buf   = first ? d : mu * buf + d
  *     theta = theta - lr * buf
- * buf may be NULL (no momentum buffer): then theta = theta - lr * d, which is
- * what torch does for momentum 0. */
-void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+ * g * gscale is the one rounding that scaling g in a pass of its own would
+ * make (and g * 1.0f is g), so folding the 1/N of the mean in here saves a
+ * pass over the gradient and changes no bit.  buf may be NULL (no momentum
+ * buffer): then theta = theta - lr * d, which is what torch does for
+ * momentum 0. */
+void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
                  float *buf, float lr, float mu, float wd, int first)
 {
     if (!buf) {
 #pragma omp parallel for PAR(n)
         for (size_t k = 0; k < n; k++) {
             float th = theta_in[k];
-            float d = g[k] + wd * th;
+            float d = g[k] * gscale + wd * th;
             theta_out[k] = th - lr * d;
         }
     } else if (first) {
 #pragma omp parallel for PAR(n)
         for (size_t k = 0; k < n; k++) {
             float th = theta_in[k];
-            float d = g[k] + wd * th;
+            float d = g[k] * gscale + wd * th;
             buf[k] = d;
             theta_out[k] = th - lr * d;
         }
@@ -227,7 +248,7 @@ void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float 
 #pragma omp parallel for PAR(n)
         for (size_t k = 0; k < n; k++) {
             float th = theta_in[k];
-            float d = g[k] + wd * th;
+            float d = g[k] * gscale + wd * th;
             float v = mu * buf[k] + d;
             buf[k] = v;
             theta_out[k] = th - lr * v;

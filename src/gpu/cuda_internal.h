@@ -60,15 +60,15 @@ int cdp_cuda_is_device_ptr(const void *p);
 
 /* Kernels (kernels.cu), installed into the backend struct by backend_cuda.cu. */
 void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                         const float *b, float *y);
+                         const float *b, float *y, int relu);
 void cdp_cuda_relu_fwd(size_t n, float *y);
 void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy);
 void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                         const float *dy, float *dx, float *dW, float *db);
+                         const float *dy, float *dx, float *dW, float *db, int relu_dx);
 void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
 void cdp_cuda_add(size_t n, float *acc, const float *x);
 void cdp_cuda_scale(size_t n, float *x, float a);
-void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
                   float *buf, float lr, float mu, float wd, int first);
 void cdp_cuda_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
 

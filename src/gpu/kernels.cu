@@ -44,8 +44,11 @@ __global__ static void k_bias_rows(size_t n, int out, const float *__restrict__ 
         y[i] = b[i % (size_t)out];
 }
 
+void cdp_cuda_relu_fwd(size_t n, float *y);
+void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy);
+
 void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                         const float *b, float *y)
+                         const float *b, float *y, int relu)
 {
     if (B <= 0 || out <= 0)
         return;
@@ -59,6 +62,8 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
     if (in <= 0) {
         if (!b)
             CDP_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof(float), cdp_cuda_g.stream));
+        else if (relu)
+            cdp_cuda_relu_fwd(n, y);
         return;
     }
     /* Row-major y[B,out] = x[B,in] W[out,in]^T is, read column-major,
@@ -66,6 +71,8 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
     const float one = 1.0f;
     CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_T, CUBLAS_OP_N,
                                  out, B, in, &one, W, in, x, in, &beta, y, out));
+    if (relu)
+        cdp_cuda_relu_fwd(n, y);
 }
 
 /* db[j] = sum over rows r = 0, 1, ..., B-1 of dy[r, j], in that order: one
@@ -84,7 +91,7 @@ __global__ static void k_colsum(int B, int out, const float *__restrict__ dy,
 }
 
 void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                         const float *dy, float *dx, float *dW, float *db)
+                         const float *dy, float *dx, float *dW, float *db, int relu_dx)
 {
     if (out <= 0)
         return;
@@ -115,6 +122,8 @@ void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
          * dx^T(in x B) = W^T(in x out, ld in) * dy^T(out x B, ld out). */
         CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_N, CUBLAS_OP_N,
                                      in, B, out, &one, W, in, dy, out, &zero, dx, in));
+        if (relu_dx)
+            cdp_cuda_relu_bwd((size_t)B * (size_t)in, x, dx);
     }
 }
 
@@ -148,16 +157,17 @@ __global__ static void k_scale(size_t n, float *x, float a)
         x[i] = __fmul_rn(x[i], a);
 }
 
-/* torch.optim.SGD (no dampening, no Nesterov):
- *   d = g + wd*theta; buf = first ? d : mu*buf + d; theta_out = theta_in - lr*buf
+/* torch.optim.SGD (no dampening, no Nesterov) on the gradient g * gscale:
+ *   d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta_out = theta_in - lr*buf
  * theta_out may alias theta_in (each element is read before it is written). */
 __global__ static void k_sgd(size_t n, const float *theta_in, float *theta_out,
-                             const float *__restrict__ g, float *__restrict__ buf,
+                             const float *__restrict__ g, float gscale, float *__restrict__ buf,
                              float lr, float mu, float wd, int first)
 {
     GRID_STRIDE(i, n) {
         float t = theta_in[i];
-        float d = wd != 0.0f ? __fadd_rn(g[i], __fmul_rn(wd, t)) : g[i];
+        float gs = __fmul_rn(g[i], gscale);
+        float d = wd != 0.0f ? __fadd_rn(gs, __fmul_rn(wd, t)) : gs;
         float b;
         if (!buf)
             b = d;
@@ -207,13 +217,13 @@ void cdp_cuda_scale(size_t n, float *x, float a)
     CDP_CUDA_LAUNCHED("k_scale");
 }
 
-void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g,
+void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
                   float *buf, float lr, float mu, float wd, int first)
 {
     if (!n)
         return;
     k_sgd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, theta_in, theta_out, g,
-                                                             buf, lr, mu, wd, first);
+                                                             gscale, buf, lr, mu, wd, first);
     CDP_CUDA_LAUNCHED("k_sgd");
 }
 
