@@ -3,12 +3,21 @@
  * Every builder emits instructions with a sort key (tick, phase, sub, seq);
  * sorting each rank's list by that key gives the order the executor runs.
  * Phases inside one tick:
- *   0  APPLY            updates due before anything in this tick uses them
+ *   0  parameters       zero: APPLY, then the owner serves and borrowers
+ *                       post for the uses of this tick
  *   1  backward chains  per worker, lowest stage first, then worker order:
  *                       receive partial, BWD, ACC, send partial, finalize
  *                       and send the full sum
- *   2  forwards         per worker
- *   3  end of tick      posts of full-sum receives, collectives
+ *   2  APPLY            (replicated, model-parallel) updates due before a
+ *                       forward of this tick uses them; after the backward
+ *                       chains, which never need the new version, so that
+ *                       their partial sums leave before this rank waits for
+ *                       a full sum; then the receive of the next full sum
+ *                       into the buffer the APPLY has just read.  An APPLY
+ *                       due before the next full sum is finalized in this
+ *                       tick's chains runs in phase 0 instead (apply_tick)
+ *   3  forwards         per worker
+ *   4  end of tick      posts of full-sum receives, collectives
  * Sends come as early in a tick as their data exists, and every receive is
  * matched by a send at the same or an earlier tick on a lower position of
  * the dependency chain, so no rank waits on something it would only do
@@ -106,6 +115,8 @@ void cdp_program_push(cdp_program *p, cdp_instr in)
     p->ins[p->n++] = in;
 }
 
+enum { PH_PARAMS = 0, PH_BWD = 1, PH_APPLY = 2, PH_FWD = 3, PH_END = 4 };
+
 static void kpush(keyed_list *l, int tick, int phase, int sub, int seq, cdp_instr in)
 {
     CDP_GROW(l->v, l->n, l->cap, 256);
@@ -158,6 +169,35 @@ static int fwd_tick(const cdp_sched_config *c, int s, int i, int l)
 static int bwd_tick(const cdp_sched_config *c, int s, int i, int l)
 {
     return 2 * c->L * s + cdp_offset(c->N, c->L, c->rule, i) + 2 * c->L - 1 - l;
+}
+
+/* Where APPLY(version st + 1) of stage l goes on holder r: the latest tick
+ * still in time, that is before the first forward that uses the version (any
+ * rank's under zero, since the owner serves them), before the next full sum
+ * of the stage lands in the same buffer, and at the latest at the drain.
+ * Its phase: after the tick's backward chains (PH_APPLY), unless the next
+ * full sum is finalized in those chains, or under zero, whose owner serves
+ * the new version from phase 0 on (PH_PARAMS). */
+static int apply_tick(const cdp_sched_config *c, int collective, const int *slot, int r, int l,
+                      int st, int drain, int *phase)
+{
+    const int N = c->N, L = c->L, K = c->K, v = st + 1;
+    int t = drain;
+    for (int i = 0; i < N; i++) {
+        if (c->framework != CDP_FW_ZERO && slot[i * L + l] != r) continue;
+        int sp = v + cdp_lag(N, L, c->rule, i, l);
+        if (sp < K && fwd_tick(c, sp, i, l) < t) t = fwd_tick(c, sp, i, l);
+    }
+    int bound_by_next_sum = 0;
+    if (st + 1 < K) {
+        int tn = grad_ready_tick(c, collective, st + 1, l);
+        if (tn <= t) {
+            t = tn;
+            bound_by_next_sum = 1;
+        }
+    }
+    *phase = c->framework == CDP_FW_ZERO || bound_by_next_sum ? PH_PARAMS : PH_APPLY;
+    return t;
 }
 
 /* Model-parallel: the ranks of stage l are shared by the workers whose
@@ -247,10 +287,10 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                 /* ---- forward */
                 if (WANT(r)) {
                     if (prev_r != r)
-                        kpush(&lists[r], tf, 2, i, 0, mk(CDP_OP_RECV_ACT, i, l, prev_r, st, v, 0));
-                    kpush(&lists[r], tf, 2, i, 1, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
+                        kpush(&lists[r], tf, PH_FWD, i, 0, mk(CDP_OP_RECV_ACT, i, l, prev_r, st, v, 0));
+                    kpush(&lists[r], tf, PH_FWD, i, 1, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
                     if (next_r != r)
-                        kpush(&lists[r], tf, 2, i, 2, due(mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0), tf + 1));
+                        kpush(&lists[r], tf, PH_FWD, i, 2, due(mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0), tf + 1));
                 }
                 /* ---- backward chain */
                 if (WANT(r)) {
@@ -260,10 +300,10 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                      * peak inside a tick stays at its boundary level */
                     const int bsub = l * N + i;
                     if (next_r != r)
-                        kpush(kl, tb, 1, bsub, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
+                        kpush(kl, tb, PH_BWD, bsub, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
                     int from = i > 0 ? SLOT(i - 1, l) : r;
                     if (!collective && i > 0 && from != r)
-                        kpush(kl, tb, 1, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+                        kpush(kl, tb, PH_BWD, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
                     int first;
                     if (collective) {   /* first of this rank's workers on stage l */
                         first = 1;
@@ -273,21 +313,21 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                         first = i == 0;
                     }
                     /* a first contribution is written straight into the accumulator */
-                    kpush(kl, tb, 1, bsub, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
-                    kpush(kl, tb, 1, bsub, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
+                    kpush(kl, tb, PH_BWD, bsub, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
+                    kpush(kl, tb, PH_BWD, bsub, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
                     if (prev_r != r)
-                        kpush(kl, tb, 1, bsub, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
+                        kpush(kl, tb, PH_BWD, bsub, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
                     if (!collective && i < N - 1 && SLOT(i + 1, l) != r)
-                        kpush(kl, tb, 1, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
+                        kpush(kl, tb, PH_BWD, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
                                                    bwd_tick(c, st, i + 1, l)));
                     if (!collective && i == N - 1) {
-                        kpush(kl, tb, 1, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
+                        kpush(kl, tb, PH_BWD, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
                         int lastq = -1;
                         for (int q = 0; q < P; q++)
                             if (q != r && holder[q * L + l]) lastq = q;
                         for (int q = 0; q < P; q++)
                             if (q != r && holder[q * L + l])
-                                kpush(kl, tb, 1, bsub, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
+                                kpush(kl, tb, PH_BWD, bsub, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
                                                                   q == lastq ? CDP_F_LAST : 0), tb));
                     }
                 }
@@ -302,16 +342,25 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                 if (collective) {
                     if (fw == CDP_FW_REPLICATED) {
                         if (l == 0)
-                            kpush(&lists[r], tg, 3, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
+                            kpush(&lists[r], tg, PH_END, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
                     } else if (fw == CDP_FW_MODEL_PARALLEL) {
                         if (holder[r * L + l])
-                            kpush(&lists[r], tg, 3, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
+                            kpush(&lists[r], tg, PH_END, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
                     } else {    /* zero: reduce to the owner at the stage's backward tick */
                         int t = bwd_tick(c, st, 0, l);
-                        kpush(&lists[r], t, 3, l, 0, mk(CDP_OP_REDUCE_GRAD, -1, l, s->stage_owner[l], st, 0, 0));
+                        kpush(&lists[r], t, PH_END, l, 0, mk(CDP_OP_REDUCE_GRAD, -1, l, s->stage_owner[l], st, 0, 0));
                     }
                 } else if (holder[r * L + l] && r != fin) {
-                    kpush(&lists[r], tg, 3, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+                    /* posted as soon as the buffer is free, i.e. right after
+                     * the APPLY that reads the previous full sum: the sender
+                     * then finds the receive posted and does not wait for
+                     * this rank to reach tick tg */
+                    int ph = PH_END;
+                    int tp = st > 0 ? apply_tick(c, collective, slot, r, l, st - 1, drain, &ph) : tg;
+                    if (tp < tg)
+                        kpush(&lists[r], tp, ph, l, 1, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+                    else
+                        kpush(&lists[r], tg, PH_END, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
                 }
             }
         }
@@ -355,9 +404,9 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                         int owner = s->stage_owner[l];
                         for (int q = 0; q < P; q++) {
                             if (!WANT(q)) continue;
-                            kpush(&lists[q], t, 0, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
+                            kpush(&lists[q], t, PH_PARAMS, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
                             if (q != owner)
-                                kpush(&lists[q], t, 3, 1000 + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
+                                kpush(&lists[q], t, PH_END, 1000 + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
                         }
                     }
         } else {
@@ -365,9 +414,9 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                 const use *x = &uses[u];
                 if (!WANT(x->rank)) continue;
                 const int owner = s->stage_owner[x->stage];
-                kpush(&lists[x->rank], x->tick, 0, 1000 + x->stage, x->version & 1,
+                kpush(&lists[x->rank], x->tick, PH_PARAMS, 1000 + x->stage, x->version & 1,
                       mk(CDP_OP_RECV_PARAMS, -1, x->stage, owner, 0, x->version, 0));
-                kpush(&lists[x->rank], x->tick, 3, 1000 + x->stage, x->version & 1,
+                kpush(&lists[x->rank], x->tick, PH_END, 1000 + x->stage, x->version & 1,
                       mk(CDP_OP_DROP_PARAMS, -1, x->stage, -1, 0, x->version, 0));
             }
         }
@@ -387,17 +436,10 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                 const int v = st + 1;
                 int t = drain;
                 if (st >= 0) {
-                    for (int i = 0; i < N; i++) {
-                        if (fw != CDP_FW_ZERO && SLOT(i, l) != r) continue;
-                        int sp = v + cdp_lag(N, L, c->rule, i, l);
-                        if (sp < K && fwd_tick(c, sp, i, l) < t) t = fwd_tick(c, sp, i, l);
-                    }
-                    if (st + 1 < K) {
-                        int tn = grad_ready_tick(c, collective, st + 1, l);
-                        if (tn < t) t = tn;
-                    }
+                    int ph;
+                    t = apply_tick(c, collective, slot, r, l, st, drain, &ph);
                     if (WANT(r))
-                        kpush(&lists[r], t, 0, l, 0, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
+                        kpush(&lists[r], t, ph, l, 0, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
                 } else {
                     t = 0;
                 }
@@ -409,7 +451,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     if (x->stage != l) continue;
                     int match = x->version == v || (st < 0 && x->version < 0);
                     if (!match) continue;
-                    kpush(&lists[r], x->tick, 0, 1000 + l, 2 + served_from++,
+                    kpush(&lists[r], x->tick, PH_PARAMS, 1000 + l, 2 + served_from++,
                           due(mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0), x->tick));
                 }
             }

@@ -51,6 +51,12 @@ static void check_structure(const cdp_schedule *s)
     const int N = c->N, L = c->L, K = c->K;
     int *seen = calloc((size_t)N * L * K * 2, sizeof *seen);
     int *applied = calloc((size_t)c->P * L, sizeof *applied);
+    /* the full-sum buffer of a stage: written by FINALIZE or a RECV_FULL
+     * post of step st, read by APPLY(st + 1); a write of step st may only
+     * come once APPLY(st) has read step st - 1 (written: last step written) */
+    int *written = malloc(sizeof(int) * (size_t)c->P * L);
+    for (int q = 0; q < c->P * L; q++)
+        written[q] = -1;
     for (int r = 0; r < c->P; r++) {
         const cdp_program *p = &s->prog[r];
         int last_tick = -1;
@@ -78,6 +84,16 @@ static void check_structure(const cdp_schedule *s)
             if (in->op == CDP_OP_APPLY) {
                 ck_assert_int_eq(in->version, applied[r * L + in->stage] + 1);
                 applied[r * L + in->stage] = in->version;
+                if (c->rule != CDP_RULE_DP || c->deterministic)
+                    ck_assert_msg(written[r * L + in->stage] == in->version - 1,
+                                  "rank %d stage %d: APPLY(%d) finds the full sum of step %d",
+                                  r, in->stage, in->version, written[r * L + in->stage]);
+            }
+            if (in->op == CDP_OP_FINALIZE || in->op == CDP_OP_RECV_FULL) {
+                ck_assert_msg(applied[r * L + in->stage] == in->step,
+                              "rank %d stage %d: the full sum of step %d overwrites the one "
+                              "APPLY(%d) has not read yet", r, in->stage, in->step, in->step);
+                written[r * L + in->stage] = in->step;
             }
             ck_assert_msg(in->op != CDP_OP_ALLREDUCE || (c->rule == CDP_RULE_DP && !c->deterministic),
                           "a collective in a %s schedule", cdp_rule_name(c->rule));
@@ -89,6 +105,7 @@ static void check_structure(const cdp_schedule *s)
         ck_assert_int_eq(seen[q], 1);
     free(seen);
     free(applied);
+    free(written);
 }
 
 /* ---- simulation of the executor's blocking rules.
