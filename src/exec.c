@@ -9,7 +9,10 @@
  *   acc[l]           the running sum of the step in progress, from the first
  *                    contribution on this rank until it leaves the rank
  *   borrowed[l][p]   zero: a stage this rank does not own, for one tick
- *   scratch          one worker's gradient, from BWD until its ACC
+ *   scratch          one worker's gradient, from BWD until its ACC; not
+ *                    needed (not allocated) where the backend's
+ *                    accumulating backward is exact: BWD then adds the
+ *                    gradient to acc itself and ACC has nothing left to do
  * Activations (the `act` allocator): the outputs of each (worker, stage),
  * received stage inputs, and gradients travelling between stages.
  *
@@ -58,6 +61,7 @@ struct cdp_exec {
     int64_t borrowed_version[CDP_MAX_LAYERS][2];
     float *acc_block;           /* replicated dp: one block, one all-reduce */
     float *scratch, *ws, *input_ws;
+    int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
     int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
     int input_worker;
     int64_t slot_version[2][CDP_MAX_LAYERS];
@@ -169,7 +173,9 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
                            x->comm->rank, &x->stage_comm);
         }
     }
-    x->scratch = cdp_actmem_alloc(&x->state, maxstage * sizeof(float));
+    x->acc_in_place = cdp_model_accumulate_exact(be, x->m, x->B);
+    if (!x->acc_in_place)
+        x->scratch = cdp_actmem_alloc(&x->state, maxstage * sizeof(float));
     /* the backward's workspace is scratch like a BLAS workspace: not counted */
     x->ws = be->alloc(cdp_model_ws_floats(x->m, x->B) * sizeof(float) + 64);
     x->input_ws = be->alloc((size_t)x->B * x->m->dims[0] * sizeof(float) + 64);
@@ -209,6 +215,12 @@ void cdp_exec_destroy(cdp_exec *x)
         }
     }
     if (x->acc_block) cdp_actmem_free(&x->state, x->acc_block, x->m->nparams * sizeof(float));
+    if (x->scratch) {
+        size_t maxstage = 0;
+        for (int l = 0; l < x->L; l++)
+            if (x->m->stage_n[l] > maxstage) maxstage = x->m->stage_n[l];
+        cdp_actmem_free(&x->state, x->scratch, maxstage * sizeof(float));
+    }
     for (size_t k = 0; k < x->nstaging; k++) {
         if (x->be->free_host) x->be->free_host(x->staging[k].p);
         else free(x->staging[k].p);
@@ -529,11 +541,13 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         dout = x->dact[i * L + l];
         wait_range(x, dout, out_bytes(x, l));
     }
-    float *grad = x->scratch;
-    if (in->flags & CDP_F_FIRST)   /* the sum starts here: no copy from scratch */
-        grad = acquire_acc(x, l);
+    /* a first contribution starts the sum in acc; later ones are added to
+     * it in place when that is exact, else go through scratch and ACC */
+    const int first = (in->flags & CDP_F_FIRST) != 0;
+    float *grad = first || x->acc_in_place ? acquire_acc(x, l) : x->scratch;
     wait_range(x, grad, stage_bytes(x, l));
-    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, grad, x->ws);
+    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
+                  !first && x->acc_in_place);
     /* the previous stage's output was this stage's input: if its own
      * backward does not read it, nothing does any more */
     if (l > 0 && !x->in_act[i * L + l] && !cdp_stage_bwd_reads_act(x->m, l - 1)) {
@@ -633,7 +647,7 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
     case CDP_OP_FWD: do_fwd(x, in, k0); break;
     case CDP_OP_BWD: do_bwd(x, in, k0); break;
     case CDP_OP_ACC:
-        if (!(in->flags & CDP_F_FIRST)) {   /* a first one was written in place by BWD */
+        if (!(in->flags & CDP_F_FIRST) && !x->acc_in_place) {   /* else BWD wrote acc */
             wait_range(x, x->acc[l], nb);
             x->be->add(x->m->stage_n[l], x->acc[l], x->scratch);
         }

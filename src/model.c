@@ -229,6 +229,16 @@ float *cdp_stage_output(const cdp_model *m, int l, int B, float *act)
     return act + n;
 }
 
+int cdp_model_accumulate_exact(const cdp_backend *be, const cdp_model *m, int B)
+{
+    if (!be->accumulate_exact)
+        return 0;
+    for (int j = 0; j < m->nlayers; j++)
+        if (!be->accumulate_exact(B, m->dims[j], m->dims[j + 1]))
+            return 0;
+    return 1;
+}
+
 /* ------------------------------------------------------------ stage */
 
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
@@ -256,7 +266,7 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
  * becomes that layer's dy; the dx of the stage's first layer goes to dx. */
 void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
-                   const float *dout, float *dx, float *grad, float *ws)
+                   const float *dout, float *dx, float *grad, float *ws, int accumulate)
 {
     int first = m->stage_first[l], last = m->stage_first[l + 1] - 1;
     size_t base = m->stage_off[l];
@@ -283,7 +293,7 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         /* xin is a ReLU output except for the network's input */
         be->linear_bwd(B, din, dd, xin, stage_params + (m->w_off[j] - base), dy, dxo,
                        grad + (m->w_off[j] - base), grad + (m->b_off[j] - base),
-                       j > first || (dx && l > 0));
+                       j > first || (dx && l > 0), accumulate);
         if (j > first) {
             cur ^= 1;
             dy = dxo;

@@ -64,7 +64,7 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
                 const float *in = l == 0 ? x : cdp_stage_output(m, l - 1, B, act[l - 1]);
                 float *dst = i == 0 ? gsum + m->stage_off[l] : g + m->stage_off[l];
                 cdp_stage_bwd(be, m, l, B, w[l], in, act[l], l == L - 1 ? NULL : dout[l + 1],
-                              l == 0 ? NULL : dout[l], dst, ws);
+                              l == 0 ? NULL : dout[l], dst, ws, 0);
             }
             if (i > 0)
                 be->add(m->nparams, gsum, g);

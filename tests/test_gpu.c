@@ -188,9 +188,9 @@ START_TEST(test_linear_bwd)
     float *cx = put(cpu, x, nx * 4), *cW = put(cpu, W, nw * 4), *cdy = put(cpu, dy, ny * 4);
     float *cdx = put(cpu, NULL, nx * 4), *cdW = put(cpu, NULL, nw * 4), *cdb = put(cpu, NULL, out * 4);
 
-    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx, gdW, gdb, 0);
-    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx2, gdW2, gdb2, 0);
-    cpu->linear_bwd(B, in, out, cx, cW, cdy, cdx, cdW, cdb, 0);
+    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx, gdW, gdb, 0, 0);
+    gpu->linear_bwd(B, in, out, gx, gW, gdy, gdx2, gdW2, gdb2, 0, 0);
+    cpu->linear_bwd(B, in, out, cx, cW, cdy, cdx, cdW, cdb, 0, 0);
 
     float *hdx = get(gpu, gdx, nx * 4), *hdW = get(gpu, gdW, nw * 4), *hdb = get(gpu, gdb, out * 4);
     float *hdx2 = get(gpu, gdx2, nx * 4), *hdW2 = get(gpu, gdW2, nw * 4), *hdb2 = get(gpu, gdb2, out * 4);
@@ -207,7 +207,7 @@ START_TEST(test_linear_bwd)
     expect_same_bits(what, hdb, hdb2, out * 4);
 
     /* dx == NULL skips dx and still overwrites dW, db (not accumulates) */
-    gpu->linear_bwd(B, in, out, gx, gW, gdy, NULL, gdW2, gdb2, 0);
+    gpu->linear_bwd(B, in, out, gx, gW, gdy, NULL, gdW2, gdb2, 0, 0);
     free(hdW2); free(hdb2);
     hdW2 = get(gpu, gdW2, nw * 4);
     hdb2 = get(gpu, gdb2, out * 4);
@@ -454,9 +454,9 @@ START_TEST(test_training_steps)
             e->relu_fwd((size_t)B * H, a1);
             e->linear_fwd(B, H, K, a1, w2, c2, a2, 0);
             e->xent(B, K, a2, y, stats);
-            e->linear_bwd(B, H, K, a1, w2, a2, da1, g2, h2, 0);
+            e->linear_bwd(B, H, K, a1, w2, a2, da1, g2, h2, 0, 0);
             e->relu_bwd((size_t)B * H, a1, da1);
-            e->linear_bwd(B, D, H, x, w1, da1, NULL, g1, h1, 0);
+            e->linear_bwd(B, D, H, x, w1, da1, NULL, g1, h1, 0, 0);
             e->sgd(H * D, w1, w1, g1, 1.0f, m1, 0.1f, 0.9f, 1e-4f, s == 0);
             e->sgd(H, c1, c1, h1, 1.0f, n1, 0.1f, 0.9f, 1e-4f, s == 0);
             e->sgd(K * H, w2, w2, g2, 1.0f, m2, 0.1f, 0.9f, 1e-4f, s == 0);

@@ -151,7 +151,7 @@ static void linear_bwd_check(const cdp_backend *be, int B, int in, int out)
         dW[k] = NAN;                     /* overwritten, not accumulated */
     for (int o = 0; o < out; o++)
         db[o] = NAN;
-    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db, 0);
+    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db, 0, 0);
     /* |got - exact| <= 1e-6 * sum of |terms| (float accumulation bound) */
     for (int o = 0; o < out; o++)
         for (int k = 0; k < in; k++) {
@@ -183,7 +183,7 @@ static void linear_bwd_check(const cdp_backend *be, int B, int in, int out)
         }
     /* dx == NULL: skipped, dW and db unchanged */
     float *dW2 = fbuf((size_t)out * in), *db2 = fbuf(out);
-    be->linear_bwd(B, in, out, x, W, dy, NULL, dW2, db2, 0);
+    be->linear_bwd(B, in, out, x, W, dy, NULL, dW2, db2, 0, 0);
     ck_assert(memcmp(dW, dW2, sizeof(float) * (size_t)out * in) == 0);
     ck_assert(memcmp(db, db2, sizeof(float) * (size_t)out) == 0);
     free(x); free(W); free(dy); free(dx); free(dW); free(db); free(dW2); free(db2);
@@ -338,7 +338,7 @@ START_TEST(linear_fd)
     be->linear_fwd(B, in, out, x, W, b, y, 0);
     for (size_t k = 0; k < ny; k++)
         y[k] = c[k] + y[k];
-    be->linear_bwd(B, in, out, x, W, y, dx, dW, db, 0);
+    be->linear_bwd(B, in, out, x, W, y, dx, dW, db, 0, 0);
 
     double *xd = to_d(x, nx), *Wd = to_d(W, nw), *bd = to_d(b, out), *cd = to_d(c, ny);
     double *f = malloc(sizeof(double) * nx);
@@ -490,14 +490,14 @@ static void stage_chain_fd(const char *spec, int stages, int B)
         const float *xin = l == 0 ? x : cdp_stage_output(&m, l - 1, B, act[l - 1]);
         const float *dout = l == m.nstages - 1 ? NULL : dxs[l + 1];
         cdp_stage_bwd(be, &m, l, B, P + m.stage_off[l], xin, act[l], dout,
-                      l == 0 ? dx0 : dxs[l], G + m.stage_off[l], ws);
+                      l == 0 ? dx0 : dxs[l], G + m.stage_off[l], ws, 0);
     }
     /* stage 0 again without dx: the same parameter gradient, bit for bit */
     {
         float *G2 = fbuf(m.stage_n[0]);
         double st2[2] = {0, 0};
         cdp_stage_fwd(be, &m, 0, B, P, x, act[0], lab, st2);
-        cdp_stage_bwd(be, &m, 0, B, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws);
+        cdp_stage_bwd(be, &m, 0, B, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws, 0);
         ck_assert_msg(memcmp(G2, G, m.stage_n[0] * sizeof(float)) == 0,
                       "%s: stage 0 gradient changes when dx is NULL", spec);
         free(G2);
@@ -591,9 +591,9 @@ START_TEST(fused_relu_bitwise)
                 be->linear_fwd(B, in, out, x, W, b, y2, 1);
                 ck_assert_msg(memcmp(y1, y2, ny * sizeof(float)) == 0,
                               "fused forward ReLU differs (%dx%dx%d)", B, in, out);
-                be->linear_bwd(B, in, out, x, W, dy, dx1, dW, db, 0);
+                be->linear_bwd(B, in, out, x, W, dy, dx1, dW, db, 0, 0);
                 be->relu_bwd(nx, x, dx1);
-                be->linear_bwd(B, in, out, x, W, dy, dx2, dW, db, 1);
+                be->linear_bwd(B, in, out, x, W, dy, dx2, dW, db, 1, 0);
                 ck_assert_msg(memcmp(dx1, dx2, nx * sizeof(float)) == 0,
                               "fused backward ReLU mask differs (%dx%dx%d)", B, in, out);
                 size_t zeros = 0;
@@ -607,6 +607,48 @@ START_TEST(fused_relu_bitwise)
 }
 END_TEST
 
+/* ------------------------------------------------------------ in-place sums */
+
+/* linear_bwd(accumulate) adds to dW/db; accumulate_exact says whether that
+ * is bitwise a backward into a scratch buffer plus add().  Checked here on
+ * other data than the probe's, for micro-batches on both sides of
+ * OpenBLAS's K block: the answer must match what really happens, and where
+ * it is "exact" the bits must be equal. */
+START_TEST(accumulate_in_place)
+{
+    static const int shapes[][3] = {{8, 784, 64}, {32, 784, 256}, {128, 1024, 1024},
+                                    {448, 64, 10}, {512, 784, 16}, {2048, 300, 37}};
+    int exact_seen = 0, inexact_seen = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 1; t <= 2; t++) {
+            const cdp_backend *be = cpu_split(t, NULL);
+            int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+            size_t nx = (size_t)B * in, ny = (size_t)B * out, ng = (size_t)out * in + out;
+            float *x = fbuf(nx), *dy = fbuf(ny), *sep = fbuf(ng), *acc = fbuf(ng), *g = fbuf(ng);
+            fill(x, nx, 80, -1, 1);
+            fill(dy, ny, 81, -0.01f, 0.01f);
+            fill(sep, ng, 82, -0.5f, 0.5f);
+            memcpy(acc, sep, ng * sizeof(float));
+            be->linear_bwd(B, in, out, x, NULL, dy, NULL, g, g + (size_t)out * in, 0, 0);
+            be->add(ng, sep, g);
+            be->linear_bwd(B, in, out, x, NULL, dy, NULL, acc, acc + (size_t)out * in, 0, 1);
+            int equal = memcmp(sep, acc, ng * sizeof(float)) == 0;
+            int said = be->accumulate_exact(B, in, out);
+            ck_assert_msg(said == equal, "B=%d %dx%d, %d thread(s): the probe says %s, the sums are %s",
+                          B, in, out, t, said ? "exact" : "inexact", equal ? "equal" : "different");
+            if (!equal) {   /* but close: the same sum, rounded differently */
+                for (size_t k = 0; k < ng; k++)
+                    ck_assert(fabsf(sep[k] - acc[k]) <= 1e-5f * (1.0f + fabsf(sep[k])));
+            }
+            exact_seen += equal;
+            inexact_seen += !equal;
+            free(x); free(dy); free(sep); free(acc); free(g);
+        }
+    ck_assert_msg(exact_seen > 0, "the in-place sum is exact for no micro-batch size");
+    (void)inexact_seen;
+}
+END_TEST
+
 /* ------------------------------------------------------------ determinism */
 
 static void run_linear(const cdp_backend *be, int B, int in, int out, const float *x,
@@ -614,7 +656,7 @@ static void run_linear(const cdp_backend *be, int B, int in, int out, const floa
                        float *dW, float *db)
 {
     be->linear_fwd(B, in, out, x, W, b, y, 0);
-    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db, 0);
+    be->linear_bwd(B, in, out, x, W, dy, dx, dW, db, 0, 0);
 }
 
 START_TEST(determinism)
@@ -861,6 +903,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, linear_fwd_naive);
     tcase_add_test(tc, linear_bwd_naive);
     tcase_add_test(tc, fused_relu_bitwise);
+    tcase_add_test(tc, accumulate_in_place);
     tcase_add_test(tc, xent_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);

@@ -40,9 +40,16 @@ typedef struct cdp_backend {
     /* dW[out,in] = dy^T x ; db[out] = sum over rows of dy ; dx[B,in] = dy W
      * (dx skipped when NULL), then dx = x > 0 ? dx : 0 when relu_dx (x is
      * then a ReLU output: the same bits as relu_bwd(x, dx) afterwards).
-     * dW and db are overwritten, not accumulated. */
+     * dW and db are overwritten, or with accumulate, added to: dW += dy^T x,
+     * db += column sums (see accumulate_exact). */
     void (*linear_bwd)(int B, int in, int out, const float *x, const float *W,
-                       const float *dy, float *dx, float *dW, float *db, int relu_dx);
+                       const float *dy, float *dx, float *dW, float *db, int relu_dx,
+                       int accumulate);
+    /* 1 if linear_bwd(accumulate) gives, for this shape, the bits of
+     * linear_bwd into a scratch buffer followed by add(): then the executor
+     * sums a stage gradient in place, without the scratch buffer and the
+     * extra pass.  NULL: never (the executor keeps the scratch path). */
+    int (*accumulate_exact)(int B, int in, int out);
     /* Mean softmax cross-entropy over the B rows of logits[B,C], numerically
      * stable.  Overwrites logits with dLoss/dlogits = (softmax - onehot) / B.
      * stats (backend memory, 2 doubles): stats[0] += sum of per-row losses,

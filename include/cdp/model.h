@@ -60,6 +60,9 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
 int cdp_stage_bwd_reads_act(const cdp_model *m, int l);
 /* The stage's output inside act. */
 float *cdp_stage_output(const cdp_model *m, int l, int B, float *act);
+/* 1 if the backend's accumulating backward is exact (backend.h) on every
+ * layer of the model at micro-batch B. */
+int cdp_model_accumulate_exact(const cdp_backend *be, const cdp_model *m, int B);
 
 /* Backward of stage l: given x (its input), act (from its forward) and dout
  * (dLoss/d of its last layer's pre-activation, [B, out]: the next stage's
@@ -67,10 +70,12 @@ float *cdp_stage_output(const cdp_model *m, int l, int B, float *act);
  * stage's parameter gradient into grad (stage_n[l] floats) and into dx
  * (skipped when NULL) dLoss/dx multiplied by relu'(x), the gradient the
  * previous stage's last layer needs.  So no backward reads its own stage
- * output; act may be clobbered; ws holds cdp_model_ws_floats floats. */
+ * output; act may be clobbered; ws holds cdp_model_ws_floats floats.
+ * With accumulate, the gradient is added to grad instead (linear_bwd's
+ * accumulate). */
 void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
-                   const float *dout, float *dx, float *grad, float *ws);
+                   const float *dout, float *dx, float *grad, float *ws, int accumulate);
 
 /* Test-set evaluation on the host-side params (backend memory): loss sum and
  * correct count over n samples, in chunks of `chunk` rows. */

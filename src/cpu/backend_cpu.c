@@ -59,6 +59,7 @@ static const cdp_backend cpu_backend = {
     .relu_fwd = cdp_cpu_relu_fwd,
     .relu_bwd = cdp_cpu_relu_bwd,
     .linear_bwd = cdp_cpu_linear_bwd,
+    .accumulate_exact = cdp_cpu_accumulate_exact,
     .xent = cdp_cpu_xent,
     .add = cdp_cpu_add,
     .scale = cdp_cpu_scale,

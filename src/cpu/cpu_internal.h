@@ -25,7 +25,9 @@ void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
 void cdp_cpu_relu_fwd(size_t n, float *y);
 void cdp_cpu_relu_bwd(size_t n, const float *y, float *dy);
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                        const float *dy, float *dx, float *dW, float *db, int relu_dx);
+                        const float *dy, float *dx, float *dW, float *db, int relu_dx,
+                        int accumulate);
+int cdp_cpu_accumulate_exact(int B, int in, int out);
 void cdp_cpu_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
 void cdp_cpu_add(size_t n, float *acc, const float *x);
 void cdp_cpu_scale(size_t n, float *x, float a);

@@ -26,8 +26,10 @@
  * us when the pool sleeps (its threads spin ~1 ms before they do, see
  * GOMP_SPINCOUNT in blas_setup.c).
  *
- * No kernel allocates memory. */
+ * No kernel allocates memory (cdp_cpu_accumulate_exact, a probe run once at
+ * start-up, does). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cblas.h>
 
@@ -128,29 +130,51 @@ void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
     }
 }
 
-/* db[o0..o1) = sum over i = 0..B-1 (in this order, in float) of dy[i][o];
+/* s[0..w) = sum over i = 0..B-1 (in this order, in float) of dy[i][c0 + .];
  * the inner loop runs across columns so that it vectorises. */
-static void colsum(int B, int out, int o0, int o1, const float *dy, float *db)
+static void colsum_into(int B, int out, int c0, int w, const float *dy, float *s)
 {
-    int w = o1 - o0;
-    float *d = db + o0;
-    const float *r = dy + o0;
+    const float *r = dy + c0;
     for (int o = 0; o < w; o++)
-        d[o] = r[o];
+        s[o] = r[o];
     for (int i = 1; i < B; i++) {
-        r = dy + (size_t)i * (size_t)out + o0;
+        r = dy + (size_t)i * (size_t)out + c0;
         for (int o = 0; o < w; o++)
-            d[o] = d[o] + r[o];
+            s[o] = s[o] + r[o];
+    }
+}
+
+/* db[o0..o1) = column sums of dy, or db += them (the whole sum first, then
+ * one addition per column: the bits of colsum-then-add()). */
+#define COLSUM_CHUNK 256
+static void colsum(int B, int out, int o0, int o1, const float *dy, float *db, int accumulate)
+{
+    if (!accumulate) {
+        colsum_into(B, out, o0, o1 - o0, dy, db + o0);
+        return;
+    }
+    float s[COLSUM_CHUNK];
+    for (int c0 = o0; c0 < o1; c0 += COLSUM_CHUNK) {
+        int w = o1 - c0 < COLSUM_CHUNK ? o1 - c0 : COLSUM_CHUNK;
+        colsum_into(B, out, c0, w, dy, s);
+        for (int o = 0; o < w; o++)
+            db[c0 + o] = db[c0 + o] + s[o];
     }
 }
 
 /* dW[out,in] = dy^T x (column blocks over in), db = column sums of dy
  * (column blocks over out), dx[B,in] = dy W (column blocks over in, masked
- * by x > 0 when relu_dx), all in one parallel region. */
+ * by x > 0 when relu_dx), all in one parallel region.  With accumulate,
+ * sgemm adds its product to dW (beta = 1) and the column sums are added to
+ * db: whether that gives the bits of a separate sum depends on how OpenBLAS
+ * blocks K (cdp_cpu_accumulate_exact). */
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                        const float *dy, float *dx, float *dW, float *db, int relu_dx)
+                        const float *dy, float *dx, float *dW, float *db, int relu_dx,
+                        int accumulate)
 {
     if (out <= 0 || in <= 0)
+        return;
+    if (B <= 0 && accumulate)
         return;
     if (B <= 0) {
         memset(dW, 0, (size_t)out * (size_t)in * sizeof(float));
@@ -170,7 +194,7 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
         for (int q = 0; q < nw; q++) {
             int c0 = block_col(in, nw, q), c1 = block_col(in, nw, q + 1);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, c1 - c0, B,
-                        1.0f, dy, out, x + c0, in, 0.0f, dW + c0, in);
+                        1.0f, dy, out, x + c0, in, accumulate ? 1.0f : 0.0f, dW + c0, in);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nx; q++) {
@@ -182,8 +206,42 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nd; q++)
-            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), dy, db);
+            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), dy, db, accumulate);
     }
+}
+
+/* OpenBLAS adds a product to C once per block of K (GEMM_Q, 448 for
+ * SkylakeX sgemm in 0.3.21): with K = B in one block, sgemm(beta = 1) gives
+ * C + (the product), the same single rounding as a product in a scratch
+ * buffer followed by add(); with several blocks it does not.  Rather than
+ * rely on the constant, this runs both ways on the shape itself, on data
+ * from a fixed generator, and compares the bits. */
+int cdp_cpu_accumulate_exact(int B, int in, int out)
+{
+    if (B <= 0 || in <= 0 || out <= 0)
+        return 1;
+    size_t nx = (size_t)B * in, ny = (size_t)B * out, nw = (size_t)out * in;
+    float *x = malloc(nx * sizeof *x), *dy = malloc(ny * sizeof *dy);
+    float *a = malloc((nw + out) * sizeof *a), *b = malloc((nw + out) * sizeof *b);
+    float *g = malloc((nw + out) * sizeof *g);
+    int same = 0;
+    if (x && dy && a && b && g) {
+        uint32_t r = 2463534242u;
+        float *bufs[3] = {x, dy, a};
+        size_t ns[3] = {nx, ny, nw + out};
+        for (int k = 0; k < 3; k++)
+            for (size_t j = 0; j < ns[k]; j++) {
+                r ^= r << 13; r ^= r >> 17; r ^= r << 5;
+                bufs[k][j] = (float)(r >> 8) * (2.0f / 16777216.0f) - 1.0f;
+            }
+        memcpy(b, a, (nw + out) * sizeof *a);
+        cdp_cpu_linear_bwd(B, in, out, x, NULL, dy, NULL, g, g + nw, 0, 0);
+        cdp_cpu_add(nw + out, a, g);
+        cdp_cpu_linear_bwd(B, in, out, x, NULL, dy, NULL, b, b + nw, 0, 1);
+        same = memcmp(a, b, (nw + out) * sizeof *a) == 0;
+    }
+    free(x); free(dy); free(a); free(b); free(g);
+    return same;
 }
 
 /* ------------------------------------------------------------ elementwise */

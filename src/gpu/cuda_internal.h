@@ -64,7 +64,8 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
 void cdp_cuda_relu_fwd(size_t n, float *y);
 void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy);
 void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                         const float *dy, float *dx, float *dW, float *db, int relu_dx);
+                         const float *dy, float *dx, float *dW, float *db, int relu_dx,
+                         int accumulate);
 void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
 void cdp_cuda_add(size_t n, float *acc, const float *x);
 void cdp_cuda_scale(size_t n, float *x, float a);

@@ -78,7 +78,7 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
 /* db[j] = sum over rows r = 0, 1, ..., B-1 of dy[r, j], in that order: one
  * thread per column (coalesced across the warp), no atomics. */
 __global__ static void k_colsum(int B, int out, const float *__restrict__ dy,
-                                float *__restrict__ db)
+                                float *__restrict__ db, int accumulate)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= out)
@@ -87,16 +87,22 @@ __global__ static void k_colsum(int B, int out, const float *__restrict__ dy,
     const float *p = dy + j;
     for (int r = 0; r < B; r++, p += out)
         s = __fadd_rn(s, *p);
-    db[j] = s;
+    db[j] = accumulate ? __fadd_rn(db[j], s) : s;
 }
 
+/* With accumulate, dW += dy^T x (cuBLAS beta = 1, whose bits need not be
+ * those of a separate product and add: the backend leaves accumulate_exact
+ * NULL, so the executor does not rely on it) and db += column sums. */
 void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                         const float *dy, float *dx, float *dW, float *db, int relu_dx)
+                         const float *dy, float *dx, float *dW, float *db, int relu_dx,
+                         int accumulate)
 {
     if (out <= 0)
         return;
     const float one = 1.0f, zero = 0.0f;
     if (B <= 0) {
+        if (accumulate)
+            return;
         /* No rows: the gradients are zero (they are overwritten, not summed). */
         if (in > 0 && dW)
             CDP_CUDA_CHECK(cudaMemsetAsync(dW, 0, (size_t)out * in * sizeof(float),
@@ -110,11 +116,12 @@ void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
         /* Row-major dW[out,in] = dy^T x, column-major dW^T[in,out] = x^T dy:
          * C(in x out) = x^T(in x B, ld in) * op_T(dy^T as out x B, ld out). */
         CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_N, CUBLAS_OP_T,
-                                     in, out, B, &one, x, in, dy, out, &zero, dW, in));
+                                     in, out, B, &one, x, in, dy, out, accumulate ? &one : &zero,
+                                     dW, in));
     }
     if (db) {
         unsigned g = (unsigned)((out + CDP_THREADS - 1) / CDP_THREADS);
-        k_colsum<<<g, CDP_THREADS, 0, cdp_cuda_g.stream>>>(B, out, dy, db);
+        k_colsum<<<g, CDP_THREADS, 0, cdp_cuda_g.stream>>>(B, out, dy, db, accumulate);
         CDP_CUDA_LAUNCHED("k_colsum");
     }
     if (dx && in > 0) {
