@@ -5,7 +5,10 @@
  *   param[slot][l]   parameters at version v in slot v & 1 (holders: two
  *                    slots, current and previous, where a worker lags on the
  *                    stage; one slot, updated in place, where none does)
- *   mom[l], full[l]  momentum and the full (mean) gradient (holders)
+ *   mom[l], full[l]  momentum and the full (summed) gradient (holders; the
+ *                    all-reduced block itself under replicated dp; under
+ *                    zero, full only from its arrival to the APPLY that
+ *                    reads it: ZeRO keeps the resident state minimal)
  *   acc[l]           the running sum of the step in progress, from the first
  *                    contribution on this rank until it leaves the rank
  *   borrowed[l][p]   zero: a stage this rank does not own, for one tick
@@ -62,6 +65,7 @@ struct cdp_exec {
     float *acc_block;           /* replicated dp: one block, one all-reduce */
     float *scratch, *ws, *input_ws;
     int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
+    int full_transient;         /* zero: full[l] lives from arrival to APPLY */
     int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
     int input_worker;
     int64_t slot_version[2][CDP_MAX_LAYERS];
@@ -135,6 +139,13 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     if (!x->holds) abort();
     x->holds_all = 1;
     int my_stage = -1;
+    x->full_transient = cfg->roles->cfg.framework == CDP_FW_ZERO;
+    const cdp_sched_config *rc = &cfg->roles->cfg;
+    /* replicated dp with MPI_Allreduce: the reduced block is the full
+     * gradient; each stage's APPLY comes before the next step's first
+     * backward writes the block again (lag 0), so no copy is needed */
+    const int full_in_block = rc->rule == CDP_RULE_DP && !rc->deterministic &&
+                              rc->framework == CDP_FW_REPLICATED;
     for (int l = 0; l < x->L; l++) {
         x->holds[l] = (unsigned char)cdp_schedule_holds(cfg->roles, x->comm->rank, l);
         x->holds_all &= x->holds[l];
@@ -155,18 +166,18 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         x->param[0][l] = cdp_actmem_alloc(&x->state, nb);
         x->param[1][l] = x->nslots[l] == 2 ? cdp_actmem_alloc(&x->state, nb) : x->param[0][l];
         x->mom[l] = cdp_actmem_alloc(&x->state, nb);
-        x->full[l] = cdp_actmem_alloc(&x->state, nb);
+        if (!x->full_transient && !full_in_block)
+            x->full[l] = cdp_actmem_alloc(&x->state, nb);
         be->to_device(x->param[0][l], init + x->m->stage_off[l], nb);
         if (x->nslots[l] == 2)
             be->copy(x->param[1][l], x->param[0][l], nb);
         be->zero(x->mom[l], nb);
     }
-    const cdp_sched_config *rc = &cfg->roles->cfg;
     if (rc->rule == CDP_RULE_DP && !rc->deterministic) {
-        if (rc->framework == CDP_FW_REPLICATED) {
+        if (full_in_block) {
             x->acc_block = cdp_actmem_alloc(&x->state, x->m->nparams * sizeof(float));
             for (int l = 0; l < x->L; l++)
-                x->acc[l] = x->acc_block + x->m->stage_off[l];
+                x->full[l] = x->acc[l] = x->acc_block + x->m->stage_off[l];
         } else if (rc->framework == CDP_FW_MODEL_PARALLEL) {
             /* outside the training loop: the ranks of each stage */
             MPI_Comm_split(x->comm->comm, my_stage < 0 ? MPI_UNDEFINED : my_stage,
@@ -211,7 +222,8 @@ void cdp_exec_destroy(cdp_exec *x)
             if (x->nslots[l] == 2)
                 cdp_actmem_free(&x->state, x->param[1][l], nb);
             cdp_actmem_free(&x->state, x->mom[l], nb);
-            cdp_actmem_free(&x->state, x->full[l], nb);
+            if (!x->acc_block)
+                cdp_actmem_free(&x->state, x->full[l], nb);
         }
     }
     if (x->acc_block) cdp_actmem_free(&x->state, x->acc_block, x->m->nparams * sizeof(float));
@@ -590,12 +602,8 @@ static void finalize(cdp_exec *x, int l)
     const size_t nb = stage_bytes(x, l);
     if (x->full[l])
         wait_range(x, x->full[l], nb);
-    if (x->acc_block) {   /* the all-reduce block stays where it is: copy */
-        if (!x->full[l])
-            x->full[l] = cdp_actmem_alloc(&x->state, nb);
-        x->be->copy(x->full[l], x->acc[l], nb);
+    if (x->acc_block)     /* full[l] is the block's slice already */
         return;
-    }
     /* the sum's buffer becomes the full gradient; the old full-gradient
      * buffer goes back to the allocator */
     float *old = x->full[l];
@@ -620,6 +628,10 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0);
     x->updates[l]++;
     x->slot_version[slot][l] = v;
+    if (x->full_transient) {
+        release_now(x, &x->state, x->full[l], n * sizeof(float));
+        x->full[l] = NULL;
+    }
 }
 
 static float *borrow(cdp_exec *x, int l, int64_t v)
@@ -671,6 +683,8 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
         }
         break;
     case CDP_OP_RECV_FULL:
+        if (!x->full[l])
+            x->full[l] = cdp_actmem_alloc(&x->state, nb);
         post_recv(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
         break;
     case CDP_OP_ALLREDUCE:

@@ -3,8 +3,8 @@
  * Every builder emits instructions with a sort key (tick, phase, sub, seq);
  * sorting each rank's list by that key gives the order the executor runs.
  * Phases inside one tick:
- *   0  parameters       zero: APPLY, then the owner serves and borrowers
- *                       post for the uses of this tick
+ *   0  parameters       zero: the owner serves and borrowers post for the
+ *                       uses of this tick
  *   1  backward chains  per worker, lowest stage first, then worker order:
  *                       receive partial, BWD, ACC, send partial, finalize
  *                       and send the full sum
@@ -13,11 +13,14 @@
  *                       chains, which never need the new version, so that
  *                       their partial sums leave before this rank waits for
  *                       a full sum; then the receive of the next full sum
- *                       into the buffer the APPLY has just read.  An APPLY
+ *                       into the buffer the APPLY has just read (zero
+ *                       posts it in phase 4 of the tick the sum is ready:
+ *                       its owner holds the buffer only until the APPLY).  An APPLY
  *                       due before the next full sum is finalized in this
  *                       tick's chains runs in phase 0 instead (apply_tick)
  *   3  forwards         per worker
- *   4  end of tick      posts of full-sum receives, collectives
+ *   4  end of tick      posts of full-sum receives, collectives; zero: the
+ *                       owner's APPLY of the sum that arrived in this tick
  * Sends come as early in a tick as their data exists, and every receive is
  * matched by a send at the same or an earlier tick on a lower position of
  * the dependency chain, so no rank waits on something it would only do
@@ -171,17 +174,25 @@ static int bwd_tick(const cdp_sched_config *c, int s, int i, int l)
     return 2 * c->L * s + cdp_offset(c->N, c->L, c->rule, i) + 2 * c->L - 1 - l;
 }
 
-/* Where APPLY(version st + 1) of stage l goes on holder r: the latest tick
- * still in time, that is before the first forward that uses the version (any
- * rank's under zero, since the owner serves them), before the next full sum
- * of the stage lands in the same buffer, and at the latest at the drain.
- * Its phase: after the tick's backward chains (PH_APPLY), unless the next
- * full sum is finalized in those chains, or under zero, whose owner serves
- * the new version from phase 0 on (PH_PARAMS). */
+/* Where APPLY(version st + 1) of stage l goes on holder r.
+ * zero: as soon as the full sum of step st is on the owner (end of that
+ * tick), so that the owner holds it only briefly.  Every use of the
+ * version it overwrites is over by then (a lagging worker finishes its
+ * backward of step st before worker N-1 does), and the first use of the
+ * new version comes in a later tick (the cdp-v2 lag rule).
+ * Otherwise: the latest tick still in time, that is before the first
+ * forward that uses the version, before the next full sum of the stage
+ * lands in the same buffer, and at the latest at the drain; in that tick
+ * after the backward chains (PH_APPLY), unless the next full sum is
+ * finalized in those chains (PH_PARAMS). */
 static int apply_tick(const cdp_sched_config *c, int collective, const int *slot, int r, int l,
                       int st, int drain, int *phase)
 {
     const int N = c->N, L = c->L, K = c->K, v = st + 1;
+    if (c->framework == CDP_FW_ZERO) {
+        *phase = PH_END;
+        return collective ? bwd_tick(c, st, 0, l) : grad_ready_tick(c, 0, st, l);
+    }
     int t = drain;
     for (int i = 0; i < N; i++) {
         if (c->framework != CDP_FW_ZERO && slot[i * L + l] != r) continue;
@@ -196,7 +207,7 @@ static int apply_tick(const cdp_sched_config *c, int collective, const int *slot
             bound_by_next_sum = 1;
         }
     }
-    *phase = c->framework == CDP_FW_ZERO || bound_by_next_sum ? PH_PARAMS : PH_APPLY;
+    *phase = bound_by_next_sum ? PH_PARAMS : PH_APPLY;
     return t;
 }
 
@@ -356,9 +367,11 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                      * then finds the receive posted and does not wait for
                      * this rank to reach tick tg */
                     int ph = PH_END;
-                    int tp = st > 0 ? apply_tick(c, collective, slot, r, l, st - 1, drain, &ph) : tg;
+                    int tp = tg;
+                    if (st > 0 && fw != CDP_FW_ZERO)
+                        tp = apply_tick(c, collective, slot, r, l, st - 1, drain, &ph);
                     if (tp < tg)
-                        kpush(&lists[r], tp, ph, l, 1, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+                        kpush(&lists[r], tp, ph, l, 2, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
                     else
                         kpush(&lists[r], tg, PH_END, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
                 }
@@ -439,7 +452,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     int ph;
                     t = apply_tick(c, collective, slot, r, l, st, drain, &ph);
                     if (WANT(r))
-                        kpush(&lists[r], t, ph, l, 0, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
+                        kpush(&lists[r], t, ph, l, 1, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
                 } else {
                     t = 0;
                 }
