@@ -31,12 +31,13 @@ res=$tmp/knobs.txt
 : >"$res"
 
 # label|ranks|threads|environment (space-separated VAR=value, or -).
-# OMP_WAIT_POLICY= (set, empty) keeps cdp from setting PASSIVE, so libgomp
-# uses its default (spin ~300,000 iterations, then sleep); GOMP_SPINCOUNT
-# overrides the spin count of any policy.
+# cdp_run sets GOMP_SPINCOUNT=50000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT
+# is already set; OMP_WAIT_POLICY= (set, empty) keeps it from doing so, so
+# libgomp uses its default (spin ~300,000 iterations, then sleep).
 VARIANTS=(
-    "T2 (default: OMP_WAIT_POLICY=PASSIVE set by cdp)|1|2|-"
+    "T2 (default: GOMP_SPINCOUNT=50000 set by cdp)|1|2|-"
     "T1|1|1|-"
+    "T2 OMP_WAIT_POLICY=PASSIVE|1|2|OMP_WAIT_POLICY=PASSIVE"
     "T2 OMP_WAIT_POLICY=ACTIVE|1|2|OMP_WAIT_POLICY=ACTIVE"
     "T2 OMP_WAIT_POLICY='' (libgomp default spin)|1|2|OMP_WAIT_POLICY="
     "T2 GOMP_SPINCOUNT=20000|1|2|GOMP_SPINCOUNT=20000"
