@@ -66,6 +66,7 @@ struct cdp_exec {
     float *scratch, *ws, *input_ws;
     int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
     int full_transient;         /* zero: full[l] lives from arrival to APPLY */
+    int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
     int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
     int input_worker;
     int64_t slot_version[2][CDP_MAX_LAYERS];
@@ -140,6 +141,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->holds_all = 1;
     int my_stage = -1;
     x->full_transient = cfg->roles->cfg.framework == CDP_FW_ZERO;
+    x->send_slack = cfg->roles->cfg.framework == CDP_FW_ZERO ? 0 : 1;
     const cdp_sched_config *rc = &cfg->roles->cfg;
     /* replicated dp with MPI_Allreduce: the reduced block is the full
      * gradient; each stage's APPLY comes before the next step's first
@@ -335,18 +337,18 @@ static void wait_range(cdp_exec *x, const void *buf, size_t bytes)
 }
 
 /* A send whose receiver posts at tick `due` must be done by the start of
- * tick due + 1 + SEND_SLACK_TICKS: the memory sends hold then follows the
+ * tick due + 1 + send_slack: the memory sends hold then follows the
  * timeline, not how far this rank runs ahead.  A rendezvous transfer
  * completes only when the receiver calls into MPI, so with no slack every
  * send ties the sender to the receiver's tick: on 2 ranks (N = 4, the
- * default model) that lock-step cost 12-15% per step under cdp-v1/cdp-v2.
- * One tick of slack removes it (bench/RESULTS.md) and changed the measured
- * model state by at most one stage buffer in bench/table1.sh's runs. */
-#define SEND_SLACK_TICKS 1
-
+ * default model) that lock-step cost 12-15% per step under cdp-v1/cdp-v2,
+ * and one tick of slack removes it (bench/RESULTS.md).  Under zero, whose
+ * point is the smallest resident state, the slack let partial sums pile up
+ * one stage buffer higher (bench/table1.sh: 13.0 against 12.0 MiB per rank)
+ * for no measurable gain in step time, so zero keeps none. */
 static void wait_due(cdp_exec *x, int tick)
 {
-    tick -= SEND_SLACK_TICKS;
+    tick -= x->send_slack;
     for (size_t k = 0; k < x->npend;) {
         pending *p = &x->pend[k];
         if (!p->is_recv && p->due >= 0 && p->due < tick) {
