@@ -119,6 +119,9 @@ void cdp_program_push(cdp_program *p, cdp_instr in)
 }
 
 enum { PH_PARAMS = 0, PH_BWD = 1, PH_APPLY = 2, PH_FWD = 3, PH_END = 4 };
+/* zero: a borrowed stage goes back first thing at the end of its tick,
+ * before the receives and updates of that phase allocate */
+enum { DROP_SUB = -1000 };
 
 static void kpush(keyed_list *l, int tick, int phase, int sub, int seq, cdp_instr in)
 {
@@ -419,7 +422,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                             if (!WANT(q)) continue;
                             kpush(&lists[q], t, PH_PARAMS, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
                             if (q != owner)
-                                kpush(&lists[q], t, PH_END, 1000 + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
+                                kpush(&lists[q], t, PH_END, DROP_SUB + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
                         }
                     }
         } else {
@@ -429,7 +432,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                 const int owner = s->stage_owner[x->stage];
                 kpush(&lists[x->rank], x->tick, PH_PARAMS, 1000 + x->stage, x->version & 1,
                       mk(CDP_OP_RECV_PARAMS, -1, x->stage, owner, 0, x->version, 0));
-                kpush(&lists[x->rank], x->tick, PH_END, 1000 + x->stage, x->version & 1,
+                kpush(&lists[x->rank], x->tick, PH_END, DROP_SUB + x->stage, x->version & 1,
                       mk(CDP_OP_DROP_PARAMS, -1, x->stage, -1, 0, x->version, 0));
             }
         }
