@@ -624,10 +624,23 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const float *src = stage_params(x, l, v - 1);
     const int slot = x->nslots[l] == 2 ? (int)(v & 1) : 0;   /* one slot: in place */
     float *dst = x->param[slot][l];
-    wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
+    float *g = x->full[l];
+    /* Two slots: the new version is written over the gradient it is made
+     * from (each element is read before it is written), and the buffer of
+     * the dead version v-2 becomes the next full-gradient buffer.  Writing
+     * into the dead version instead would first read it from memory for
+     * nothing (write-allocate): one more stream of the update's traffic.
+     * Not while MPI still reads the gradient, nor with the all-reduce block. */
+    const int swap = x->nslots[l] == 2 && !x->acc_block && !busy(x, g, n * sizeof(float));
+    if (!swap)
+        wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
     const cdp_sgd *o = &x->cfg.sgd;
-    x->be->sgd(n, src, dst, x->full[l], 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
+    x->be->sgd(n, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0);
+    if (swap) {
+        x->param[slot][l] = g;
+        x->full[l] = dst;   /* MPI may still read v-2 from it (zero): every reuse waits */
+    }
     x->updates[l]++;
     x->slot_version[slot][l] = v;
     if (x->full_transient) {

@@ -62,7 +62,7 @@ typedef struct cdp_backend {
     /* torch.optim.SGD on the gradient g * gscale (the executor passes the
      * summed gradient and 1/N, the same bits as scaling it first):
      * d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta -= lr*buf.
-     * theta_out may equal theta_in. */
+     * theta_out may equal theta_in or g. */
     void (*sgd)(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
                 float *buf, float lr, float mu, float wd, int first);
     /* x[B,dim] = pixels[B,dim] / 255.0f, pixels given on the host */

@@ -166,9 +166,9 @@ __global__ static void k_scale(size_t n, float *x, float a)
 
 /* torch.optim.SGD (no dampening, no Nesterov) on the gradient g * gscale:
  *   d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta_out = theta_in - lr*buf
- * theta_out may alias theta_in (each element is read before it is written). */
+ * theta_out may alias theta_in or g (each element is read before it is written). */
 __global__ static void k_sgd(size_t n, const float *theta_in, float *theta_out,
-                             const float *__restrict__ g, float gscale, float *__restrict__ buf,
+                             const float *g, float gscale, float *__restrict__ buf,
                              float lr, float mu, float wd, int first)
 {
     GRID_STRIDE(i, n) {
