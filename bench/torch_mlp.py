@@ -40,6 +40,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# the same step-time statistics as for cdp_run's traces (bench/ is on sys.path
+# when this file runs as a script or is imported by throughput.sh)
+from trace_steps import quantile
+
 
 def openblas():
     for name in ("libopenblas.so.0", "libblas.so.3"):
@@ -134,16 +138,6 @@ class Trainer:
                 record.append(u - t)
                 t = u
         return time.perf_counter() - t0
-
-
-def quantile(v, q):
-    v = sorted(v)
-    if not v:
-        return float("nan")
-    pos = q * (len(v) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
 
 
 def fmt(batch, means, steps):

@@ -64,6 +64,7 @@ struct cdp_exec {
     int64_t borrowed_version[CDP_MAX_LAYERS][2];
     float *acc_block;           /* replicated dp: one block, one all-reduce */
     float *scratch, *ws, *input_ws;
+    size_t scratch_bytes;       /* the largest stage's gradient */
     int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
     int full_transient;         /* zero: full[l] lives from arrival to APPLY */
     int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
@@ -187,8 +188,9 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         }
     }
     x->acc_in_place = cdp_model_accumulate_exact(be, x->m, x->B);
+    x->scratch_bytes = maxstage * sizeof(float);
     if (!x->acc_in_place)
-        x->scratch = cdp_actmem_alloc(&x->state, maxstage * sizeof(float));
+        x->scratch = cdp_actmem_alloc(&x->state, x->scratch_bytes);
     /* the backward's workspace is scratch like a BLAS workspace: not counted */
     x->ws = be->alloc(cdp_model_ws_floats(x->m, x->B) * sizeof(float) + 64);
     x->input_ws = be->alloc((size_t)x->B * x->m->dims[0] * sizeof(float) + 64);
@@ -229,12 +231,7 @@ void cdp_exec_destroy(cdp_exec *x)
         }
     }
     if (x->acc_block) cdp_actmem_free(&x->state, x->acc_block, x->m->nparams * sizeof(float));
-    if (x->scratch) {
-        size_t maxstage = 0;
-        for (int l = 0; l < x->L; l++)
-            if (x->m->stage_n[l] > maxstage) maxstage = x->m->stage_n[l];
-        cdp_actmem_free(&x->state, x->scratch, maxstage * sizeof(float));
-    }
+    cdp_actmem_free(&x->state, x->scratch, x->scratch_bytes);   /* NULL: nothing */
     for (size_t k = 0; k < x->nstaging; k++) {
         if (x->be->free_host) x->be->free_host(x->staging[k].p);
         else free(x->staging[k].p);
