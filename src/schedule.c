@@ -20,7 +20,8 @@
  *                       tick's chains runs in phase 0 instead (apply_tick)
  *   3  forwards         per worker
  *   4  end of tick      posts of full-sum receives, collectives; zero: the
- *                       owner's APPLY of the sum that arrived in this tick
+ *                       owner's APPLY of the sum that arrived in this tick,
+ *                       then the receives of the partial sums of the next
  * Sends come as early in a tick as their data exists, and every receive is
  * matched by a send at the same or an earlier tick on a lower position of
  * the dependency chain, so no rank waits on something it would only do
@@ -315,9 +316,17 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                     const int bsub = l * N + i;
                     if (next_r != r)
                         kpush(kl, tb, PH_BWD, bsub, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
+                    /* zero: the receive of a partial sum is posted at the very
+                     * end of the tick before its use, after that tick has freed
+                     * what it could: the sender's copy can go before either
+                     * rank allocates for the next tick */
                     int from = i > 0 ? SLOT(i - 1, l) : r;
-                    if (!collective && i > 0 && from != r)
-                        kpush(kl, tb, PH_BWD, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+                    if (!collective && i > 0 && from != r) {
+                        if (fw == CDP_FW_ZERO)
+                            kpush(kl, tb - 1, PH_END, 3000 + bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+                        else
+                            kpush(kl, tb, PH_BWD, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+                    }
                     int first;
                     if (collective) {   /* first of this rank's workers on stage l */
                         first = 1;
@@ -333,7 +342,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
                         kpush(kl, tb, PH_BWD, bsub, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
                     if (!collective && i < N - 1 && SLOT(i + 1, l) != r)
                         kpush(kl, tb, PH_BWD, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
-                                                   bwd_tick(c, st, i + 1, l)));
+                                                   bwd_tick(c, st, i + 1, l) - (fw == CDP_FW_ZERO)));
                     if (!collective && i == N - 1) {
                         kpush(kl, tb, PH_BWD, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
                         int lastq = -1;

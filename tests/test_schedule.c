@@ -21,6 +21,13 @@ static cdp_schedule build(int N, int L, int P, cdp_rule rule, int det, int K)
 }
 
 /* ---- hand values of the timeline */
+/* backward tick of (worker i, stage l, step st): DESIGN.md section 3 */
+static int bwd_tick_of(const cdp_schedule *s, int st, int i, int l)
+{
+    const int L = s->cfg.L;
+    return 2 * L * st + cdp_offset(s->cfg.N, L, s->cfg.rule, i) + 2 * L - 1 - l;
+}
+
 START_TEST(offsets_and_lags_by_hand)
 {
     /* the paper's figure: N = L = 3, a delay of 2 ticks per worker */
@@ -272,6 +279,44 @@ START_TEST(many_configurations)
 }
 END_TEST
 
+/* zero posts the receive of a partial sum at the end of the tick before the
+ * backward that adds to it, after everything of that tick that computes or
+ * frees (only other receives follow it), and the sender's `due` says so:
+ * the sender completes the send at the start of the backward's tick, before
+ * it or the receiver allocates anything there. */
+START_TEST(zero_partial_sums_arrive_between_ticks)
+{
+    int nchecked = 0;
+    for (int N = 1; N <= 9; N++)
+        for (int L = 1; L <= 5; L++)
+            for (int P = 2; P <= N && P <= 4; P++)
+                for (int ri = 1; ri < 3; ri++) {
+                    cdp_sched_config c = { N, L, P, rules[ri], CDP_FW_ZERO, 0, 3 };
+                    cdp_schedule s;
+                    char err[256];
+                    if (cdp_schedule_build(&c, -1, &s, err, sizeof err) != 0)
+                        continue;   /* zero needs a stage per rank */
+                    for (int r = 0; r < P; r++) {
+                        const cdp_program *p = &s.prog[r];
+                        for (size_t k = 0; k < p->n; k++) {
+                            const cdp_instr *in = &p->ins[k];
+                            if (in->op == CDP_OP_SEND_GRAD)
+                                ck_assert_int_eq(in->due, bwd_tick_of(&s, in->step, in->worker + 1, in->stage) - 1);
+                            if (in->op != CDP_OP_RECV_GRAD) continue;
+                            nchecked++;
+                            ck_assert_int_eq(in->tick, bwd_tick_of(&s, in->step, in->worker, in->stage) - 1);
+                            for (size_t j = k + 1; j < p->n && p->ins[j].tick == in->tick; j++)
+                                ck_assert_msg(p->ins[j].op == CDP_OP_RECV_GRAD, "N=%d L=%d P=%d rank %d: "
+                                              "%s after a partial sum's receive in tick %d", N, L, P, r,
+                                              cdp_opcode_name(p->ins[j].op), in->tick);
+                        }
+                    }
+                    cdp_schedule_free(&s);
+                }
+    ck_assert_int_gt(nchecked, 0);
+}
+END_TEST
+
 START_TEST(collectives_only_under_dp)
 {
     for (int ri = 0; ri < 3; ri++) {
@@ -363,6 +408,7 @@ int main(void)
     tcase_add_test(tc, offsets_and_lags_by_hand);
     tcase_add_test(tc, many_configurations);
     tcase_add_test(tc, collectives_only_under_dp);
+    tcase_add_test(tc, zero_partial_sums_arrive_between_ticks);
     tcase_add_test(tc, activation_peaks);
     tcase_add_test(tc, bad_configurations);
     tcase_add_test(tc, large_plan_is_cheap);
