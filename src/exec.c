@@ -12,6 +12,10 @@
  *   acc[l]           the running sum of the step in progress, from the first
  *                    contribution on this rank until it leaves the rank
  *   borrowed[l][p]   zero: a stage this rank does not own, for one tick
+ *                    an APPLY that updates in place clears the gradient it
+ *                    read (zeroed[l]) and the stage's next first BWD adds
+ *                    to that buffer instead of allocating one and having
+ *                    the GEMM clear it (beta = 0 is a pass over memory)
  *   scratch          one worker's gradient, from BWD until its ACC; not
  *                    needed (not allocated) where the backend's
  *                    accumulating backward is exact: BWD then adds the
@@ -66,6 +70,8 @@ struct cdp_exec {
     float *scratch, *ws, *input_ws;
     size_t scratch_bytes;       /* the largest stage's gradient */
     int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
+    float *zeroed[CDP_MAX_LAYERS];  /* full[l] after an APPLY that cleared it: the next
+                                 * first backward of l adds to it (NULL: none) */
     int full_transient;         /* zero: full[l] lives from arrival to APPLY */
     int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
     int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
@@ -560,10 +566,23 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     /* a first contribution starts the sum in acc; later ones are added to
      * it in place when that is exact, else go through scratch and ACC */
     const int first = (in->flags & CDP_F_FIRST) != 0;
+    int onto_zero = 0;
+    if (first && x->zeroed[l]) {
+        if (x->acc[l] == x->zeroed[l]) {            /* the all-reduce block's slice */
+            onto_zero = 1;
+        } else if (!x->acc[l] && x->full[l] == x->zeroed[l] &&
+                   !busy(x, x->full[l], stage_bytes(x, l))) {
+            x->acc[l] = x->full[l];
+            x->full[l] = NULL;
+            onto_zero = 1;
+        }
+    }
+    if (first)
+        x->zeroed[l] = NULL;
     float *grad = first || x->acc_in_place ? acquire_acc(x, l) : x->scratch;
     wait_range(x, grad, stage_bytes(x, l));
     cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
-                  !first && x->acc_in_place);
+                  (!first && x->acc_in_place) || onto_zero);
     /* the previous stage's output was this stage's input: if its own
      * backward does not read it, nothing does any more */
     if (l > 0 && !x->in_act[i * L + l] && !cdp_stage_bwd_reads_act(x->m, l - 1)) {
@@ -636,9 +655,14 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const int swap = x->nslots[l] == 2 && !x->acc_block && !busy(x, g, n * sizeof(float));
     if (!swap)
         wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
+    /* an update in place leaves g dead: clear it on the way (the same bits
+     * as beta = 0 where sgemm adds exactly, which acc_in_place has probed) */
+    const int zero_g = x->acc_in_place && !swap && !x->full_transient && dst != g &&
+                       !busy(x, g, n * sizeof(float));
     const cdp_sgd *o = &x->cfg.sgd;
     x->be->sgd(n, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
-               (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0);
+               (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0, zero_g);
+    x->zeroed[l] = zero_g ? g : NULL;
     if (swap) {
         x->param[slot][l] = g;
         x->full[l] = dst;   /* MPI may still read v-2 from it (zero): every reuse waits */
@@ -672,6 +696,15 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const int l = in->stage, L = x->L, i = in->worker;
     const size_t nb = l >= 0 ? stage_bytes(x, l) : 0;
     const int64_t v = abs_version(k0, in->version);
+    switch (in->op) {   /* what writes or moves a full gradient forgets that it was clear */
+    case CDP_OP_FINALIZE: case CDP_OP_SEND_FULL: case CDP_OP_RECV_FULL: case CDP_OP_ALLREDUCE:
+    case CDP_OP_REDUCE_GRAD:
+        for (int s = l < 0 ? 0 : l; s < (l < 0 ? L : l + 1); s++)
+            x->zeroed[s] = NULL;
+        break;
+    default:
+        break;
+    }
     switch (in->op) {
     case CDP_OP_FWD: do_fwd(x, in, k0); break;
     case CDP_OP_BWD: do_bwd(x, in, k0); break;

@@ -71,7 +71,7 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
         }
         be->scale(m->nparams, gsum, 1.0f / (float)N);
         be->sgd(m->nparams, cur, next, gsum, 1.0f, mom, cdp_sgd_lr(&c->sgd, k),
-                (float)c->sgd.momentum, (float)c->sgd.weight_decay, k == 0);
+                (float)c->sgd.momentum, (float)c->sgd.weight_decay, k == 0, 0);
         float *t = prev;
         prev = cur;
         cur = next;

@@ -300,13 +300,13 @@ START_TEST(test_sgd)
         float *g = rand_floats(n, -1.0f, 1.0f);
         float *gg = put(gpu, g, n * 4), *cg = put(cpu, g, n * 4);
         if (step % 2 == 0) { /* out of place, then copy back */
-            gpu->sgd(n, gth, gout, gg, 1.0f, gbuf, lr, mu, wd, step == 0);
-            cpu->sgd(n, cth, cout, cg, 1.0f, cbuf, lr, mu, wd, step == 0);
+            gpu->sgd(n, gth, gout, gg, 1.0f, gbuf, lr, mu, wd, step == 0, 0);
+            cpu->sgd(n, cth, cout, cg, 1.0f, cbuf, lr, mu, wd, step == 0, 0);
             gpu->copy(gth, gout, n * 4);
             cpu->copy(cth, cout, n * 4);
         } else { /* in place */
-            gpu->sgd(n, gth, gth, gg, 1.0f, gbuf, lr, mu, wd, 0);
-            cpu->sgd(n, cth, cth, cg, 1.0f, cbuf, lr, mu, wd, 0);
+            gpu->sgd(n, gth, gth, gg, 1.0f, gbuf, lr, mu, wd, 0, 0);
+            cpu->sgd(n, cth, cth, cg, 1.0f, cbuf, lr, mu, wd, 0, 0);
         }
         gpu->free(gg); cpu->free(cg); free(g);
     }
@@ -457,10 +457,10 @@ START_TEST(test_training_steps)
             e->linear_bwd(B, H, K, a1, w2, a2, da1, g2, h2, 0, 0);
             e->relu_bwd((size_t)B * H, a1, da1);
             e->linear_bwd(B, D, H, x, w1, da1, NULL, g1, h1, 0, 0);
-            e->sgd(H * D, w1, w1, g1, 1.0f, m1, 0.1f, 0.9f, 1e-4f, s == 0);
-            e->sgd(H, c1, c1, h1, 1.0f, n1, 0.1f, 0.9f, 1e-4f, s == 0);
-            e->sgd(K * H, w2, w2, g2, 1.0f, m2, 0.1f, 0.9f, 1e-4f, s == 0);
-            e->sgd(K, c2, c2, h2, 1.0f, n2, 0.1f, 0.9f, 1e-4f, s == 0);
+            e->sgd(H * D, w1, w1, g1, 1.0f, m1, 0.1f, 0.9f, 1e-4f, s == 0, 0);
+            e->sgd(H, c1, c1, h1, 1.0f, n1, 0.1f, 0.9f, 1e-4f, s == 0, 0);
+            e->sgd(K * H, w2, w2, g2, 1.0f, m2, 0.1f, 0.9f, 1e-4f, s == 0, 0);
+            e->sgd(K, c2, c2, h2, 1.0f, n2, 0.1f, 0.9f, 1e-4f, s == 0, 0);
         }
         res[k][0] = get(e, w1, H * D * 4);
         res[k][1] = get(e, c1, H * 4);

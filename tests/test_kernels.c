@@ -225,11 +225,11 @@ START_TEST(sgd_hand)
 {
     const cdp_backend *be = cdp_backend_cpu(1);
     float th[3] = {1.0f, -2.0f, 0.5f}, buf[3];
-    const float g[3][3] = {{0.5f, -0.25f, 1.0f}, {0.125f, 0.75f, -0.5f}, {-1.0f, 0.0f, 0.25f}};
+    float g[3][3] = {{0.5f, -0.25f, 1.0f}, {0.125f, 0.75f, -0.5f}, {-1.0f, 0.0f, 0.25f}};
     const float lr = 0.1f, mu = 0.9f, wd = 0.01f;
     double dth[3] = {1.0, -2.0, 0.5}, dbuf[3];
     for (int step = 0; step < 3; step++) {
-        be->sgd(3, th, th, g[step], 1.0f, buf, lr, mu, wd, step == 0);
+        be->sgd(3, th, th, g[step], 1.0f, buf, lr, mu, wd, step == 0, 0);
         for (int k = 0; k < 3; k++) {
             double d = (double)g[step][k] + (double)wd * dth[k];
             dbuf[k] = step == 0 ? d : (double)mu * dbuf[k] + d;
@@ -242,16 +242,16 @@ START_TEST(sgd_hand)
     }
     /* first step by hand, no momentum, no decay: theta - lr*g, out of place */
     float t0[2] = {1.0f, -1.0f}, t1[2], b2[2], g2[2] = {0.5f, 2.0f};
-    be->sgd(2, t0, t1, g2, 1.0f, b2, 0.5f, 0.0f, 0.0f, 1);
+    be->sgd(2, t0, t1, g2, 1.0f, b2, 0.5f, 0.0f, 0.0f, 1, 0);
     ck_assert(t1[0] == 0.75f && t1[1] == -2.0f && t0[0] == 1.0f && b2[1] == 2.0f);
     /* the exact float order d = g + wd*th; buf = mu*buf + d; th -= lr*buf */
     float a[1] = {0.3f}, gb[1] = {0.7f}, bb[1] = {0.11f};
     float d = 0.7f + 0.01f * 0.3f, v = 0.9f * 0.11f + d, exp_th = 0.3f - 0.05f * v;
-    be->sgd(1, a, a, gb, 1.0f, bb, 0.05f, 0.9f, 0.01f, 0);
+    be->sgd(1, a, a, gb, 1.0f, bb, 0.05f, 0.9f, 0.01f, 0, 0);
     ck_assert(memcmp(a, &exp_th, 4) == 0 && memcmp(bb, &v, 4) == 0);
     /* no buffer: plain SGD */
     float c[1] = {1.0f}, gc[1] = {2.0f};
-    be->sgd(1, c, c, gc, 1.0f, NULL, 0.25f, 0.0f, 0.0f, 0);
+    be->sgd(1, c, c, gc, 1.0f, NULL, 0.25f, 0.0f, 0.0f, 0, 0);
     ck_assert(c[0] == 0.5f);
 }
 END_TEST
@@ -649,6 +649,64 @@ START_TEST(accumulate_in_place)
 }
 END_TEST
 
+/* An update in place clears the gradient it read (zero_g) and the next first
+ * backward adds onto it (beta = 1): theta and momentum must not change by a
+ * bit, the gradient must come out +0, and a backward onto those zeros must
+ * give the bits of a backward that writes (beta = 0), also where a column
+ * of x is zero and its products are -0. */
+START_TEST(sgd_clears_gradient)
+{
+    const cdp_backend *be = cdp_backend_cpu(2);
+    const size_t n = 100003;
+    float *th = fbuf(n), *g = fbuf(n), *g2 = fbuf(n), *o[2], *bf[2];
+    fill(th, n, 90, -1, 1);
+    for (int branch = 0; branch < 3; branch++) {   /* no momentum, first step, later step */
+        for (int z = 0; z < 2; z++) {
+            fill(g, n, 91, -1, 1);
+            o[z] = fbuf(n);
+            bf[z] = fbuf(n);
+            fill(bf[z], n, 92, -1, 1);
+            be->sgd(n, th, o[z], g, 0.25f, branch ? bf[z] : NULL, 0.1f, 0.9f, 1e-4f, branch == 1, z);
+            if (z) {
+                for (size_t k = 0; k < n; k++)
+                    ck_assert_msg(g[k] == 0.0f && !signbit(g[k]), "g[%zu] = %g after zero_g", k, g[k]);
+            } else {
+                fill(g2, n, 91, -1, 1);
+                ck_assert(memcmp(g, g2, n * sizeof(float)) == 0);   /* untouched */
+            }
+        }
+        ck_assert(memcmp(o[0], o[1], n * sizeof(float)) == 0);
+        ck_assert(memcmp(bf[0], bf[1], n * sizeof(float)) == 0);
+        for (int z = 0; z < 2; z++) {
+            free(o[z]); free(bf[z]);
+        }
+    }
+    free(th); free(g); free(g2);
+
+    static const int shapes[][3] = {{32, 784, 256}, {128, 1024, 1024}, {128, 784, 1024}, {64, 100, 10}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 1; t <= 2; t++) {
+            const cdp_backend *b = cpu_split(t, NULL);
+            int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+            if (!b->accumulate_exact(B, in, out))
+                continue;   /* the executor then does not add onto zeros */
+            size_t nx = (size_t)B * in, ny = (size_t)B * out, ng = (size_t)out * in + out;
+            float *x = fbuf(nx), *dy = fbuf(ny), *w = fbuf(ng), *a = fbuf(ng);
+            fill(x, nx, 93, -1, 1);
+            for (int i = 0; i < B; i++)
+                x[(size_t)i * in + 3] = 0.0f;          /* -0 products in column 3 */
+            fill(dy, ny, 94, -0.01f, 0.01f);
+            fill(w, ng, 95, -1, 1);                  /* garbage that beta = 0 ignores */
+            memset(a, 0, ng * sizeof(float));
+            b->linear_bwd(B, in, out, x, NULL, dy, NULL, w, w + (size_t)out * in, 0, 0);
+            b->linear_bwd(B, in, out, x, NULL, dy, NULL, a, a + (size_t)out * in, 0, 1);
+            ck_assert_msg(memcmp(w, a, ng * sizeof(float)) == 0,
+                          "B=%d %dx%d, %d thread(s): adding onto zeros differs from writing", B, in, out, t);
+            free(x); free(dy); free(w); free(a);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------ determinism */
 
 static void run_linear(const cdp_backend *be, int B, int in, int out, const float *x,
@@ -716,8 +774,8 @@ START_TEST(determinism)
         const cdp_backend *be = cdp_backend_cpu(t == 0 ? 1 : 2);
         o[t] = fbuf(n);
         bf[t] = fbuf(n);
-        be->sgd(n, th, o[t], g, 1.0f, bf[t], 0.1f, 0.9f, 1e-4f, 1);
-        be->sgd(n, o[t], o[t], g, 1.0f, bf[t], 0.1f, 0.9f, 1e-4f, 0);
+        be->sgd(n, th, o[t], g, 1.0f, bf[t], 0.1f, 0.9f, 1e-4f, 1, 0);
+        be->sgd(n, o[t], o[t], g, 1.0f, bf[t], 0.1f, 0.9f, 1e-4f, 0, 0);
         be->relu_fwd(n, o[t]);
         zz[t] = fbuf((size_t)B * C);
         memcpy(zz[t], z, sizeof(float) * (size_t)B * C);
@@ -904,6 +962,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, linear_bwd_naive);
     tcase_add_test(tc, fused_relu_bitwise);
     tcase_add_test(tc, accumulate_in_place);
+    tcase_add_test(tc, sgd_clears_gradient);
     tcase_add_test(tc, xent_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);

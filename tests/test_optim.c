@@ -32,16 +32,16 @@ START_TEST(sgd_three_updates_by_hand)
     float theta = 1.0f, g = 0.5f, buf = 0.0f;
     const double want[3] = { 0.949, 0.852151, 0.714134749 };
     for (int k = 0; k < 3; k++) {
-        be->sgd(1, &theta, &theta, &g, 1.0f, &buf, 0.1f, 0.9f, 0.01f, k == 0);
+        be->sgd(1, &theta, &theta, &g, 1.0f, &buf, 0.1f, 0.9f, 0.01f, k == 0, 0);
         ck_assert_msg(fabs(theta - want[k]) < 1e-6, "update %d: %.9g, want %.9g", k + 1, theta, want[k]);
     }
     /* the first update ignores whatever the buffer held */
     float t2 = 1.0f, b2 = 123.0f;
-    be->sgd(1, &t2, &t2, &g, 1.0f, &b2, 0.1f, 0.9f, 0.01f, 1);
+    be->sgd(1, &t2, &t2, &g, 1.0f, &b2, 0.1f, 0.9f, 0.01f, 1, 0);
     ck_assert(fabs(t2 - 0.949) < 1e-6);
     /* out of place leaves the input alone */
     float in = 2.0f, out = 0.0f, b3 = 0.0f, g3 = 1.0f;
-    be->sgd(1, &in, &out, &g3, 1.0f, &b3, 0.5f, 0.0f, 0.0f, 1);
+    be->sgd(1, &in, &out, &g3, 1.0f, &b3, 0.5f, 0.0f, 0.0f, 1, 0);
     ck_assert_float_eq(in, 2.0f);
     ck_assert_float_eq(out, 1.5f);
 }
@@ -54,7 +54,7 @@ START_TEST(sgd_gradient_scale)
      * the gradient in a pass of its own and then calling sgd gives. */
     const cdp_backend *be = cdp_backend_cpu(1);
     float theta = 1.0f, g = 2.0f, buf = 0.0f;
-    be->sgd(1, &theta, &theta, &g, 0.25f, &buf, 0.1f, 0.9f, 0.01f, 1);
+    be->sgd(1, &theta, &theta, &g, 0.25f, &buf, 0.1f, 0.9f, 0.01f, 1, 0);
     ck_assert_msg(fabs(theta - 0.949) < 1e-6, "theta %.9g, want 0.949", theta);
     enum { n = 4099 };
     float *gs = malloc(n * sizeof *gs), *gf = malloc(n * sizeof *gf);
@@ -72,8 +72,8 @@ START_TEST(sgd_gradient_scale)
     const float third = 1.0f / 3.0f;
     for (int step = 0; step < 3; step++) {
         be->scale(n, gs, third);
-        be->sgd(n, t1, t1, gs, 1.0f, b1, 0.03f, 0.9f, 5e-4f, step == 0);
-        be->sgd(n, t2, t2, gf, third, b2, 0.03f, 0.9f, 5e-4f, step == 0);
+        be->sgd(n, t1, t1, gs, 1.0f, b1, 0.03f, 0.9f, 5e-4f, step == 0, 0);
+        be->sgd(n, t2, t2, gf, third, b2, 0.03f, 0.9f, 5e-4f, step == 0, 0);
         for (int k = 0; k < n; k++)
             gs[k] = gf[k];
     }
@@ -86,8 +86,8 @@ START_TEST(sgd_gradient_scale)
     memcpy(g3, gf, n * sizeof *g3);
     memcpy(b3, b2, n * sizeof *b3);
     memcpy(b1, b2, n * sizeof *b1);
-    be->sgd(n, t2, t1, gf, third, b1, 0.03f, 0.9f, 5e-4f, 0);
-    be->sgd(n, t2, g3, g3, third, b3, 0.03f, 0.9f, 5e-4f, 0);
+    be->sgd(n, t2, t1, gf, third, b1, 0.03f, 0.9f, 5e-4f, 0, 0);
+    be->sgd(n, t2, g3, g3, third, b3, 0.03f, 0.9f, 5e-4f, 0, 0);
     ck_assert(memcmp(t1, g3, n * sizeof *t1) == 0);
     ck_assert(memcmp(b1, b3, n * sizeof *b1) == 0);
     free(b3); free(g3);

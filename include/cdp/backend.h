@@ -62,9 +62,11 @@ typedef struct cdp_backend {
     /* torch.optim.SGD on the gradient g * gscale (the executor passes the
      * summed gradient and 1/N, the same bits as scaling it first):
      * d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta -= lr*buf.
-     * theta_out may equal theta_in or g. */
-    void (*sgd)(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
-                float *buf, float lr, float mu, float wd, int first);
+     * theta_out may equal theta_in or g.  zero_g (theta_out != g): g is set
+     * to +0 once read, so that the next step's first backward can add to it
+     * (beta = 1) instead of having the GEMM clear it in a pass of its own. */
+    void (*sgd)(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                float *buf, float lr, float mu, float wd, int first, int zero_g);
     /* x[B,dim] = pixels[B,dim] / 255.0f, pixels given on the host */
     void (*pixels_to_input)(size_t n, const uint8_t *host_pixels, float *x);
 

@@ -284,14 +284,18 @@ void cdp_cpu_scale(size_t n, float *x, float a)
  * pass over the gradient and changes no bit.  buf may be NULL (no momentum
  * buffer): then theta = theta - lr * d, which is what torch does for
  * momentum 0. */
-void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
-                 float *buf, float lr, float mu, float wd, int first)
+void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                 float *buf, float lr, float mu, float wd, int first, int zero_g)
 {
+    /* zero_g stores +0 over each gradient element once it is read: the
+     * cache line is in hand already, where clearing it in the next
+     * backward's GEMM (beta = 0) is a pass of its own over memory */
     if (!buf) {
 #pragma omp parallel for PAR(n)
         for (size_t k = 0; k < n; k++) {
             float th = theta_in[k];
             float d = g[k] * gscale + wd * th;
+            if (zero_g) g[k] = 0.0f;
             theta_out[k] = th - lr * d;
         }
     } else if (first) {
@@ -299,6 +303,7 @@ void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float 
         for (size_t k = 0; k < n; k++) {
             float th = theta_in[k];
             float d = g[k] * gscale + wd * th;
+            if (zero_g) g[k] = 0.0f;
             buf[k] = d;
             theta_out[k] = th - lr * d;
         }
@@ -307,6 +312,7 @@ void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, const float 
         for (size_t k = 0; k < n; k++) {
             float th = theta_in[k];
             float d = g[k] * gscale + wd * th;
+            if (zero_g) g[k] = 0.0f;
             float v = mu * buf[k] + d;
             buf[k] = v;
             theta_out[k] = th - lr * v;

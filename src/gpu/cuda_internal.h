@@ -69,8 +69,8 @@ void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
 void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
 void cdp_cuda_add(size_t n, float *acc, const float *x);
 void cdp_cuda_scale(size_t n, float *x, float a);
-void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
-                  float *buf, float lr, float mu, float wd, int first);
+void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                  float *buf, float lr, float mu, float wd, int first, int zero_g);
 void cdp_cuda_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
 
 #endif

@@ -168,12 +168,14 @@ __global__ static void k_scale(size_t n, float *x, float a)
  *   d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta_out = theta_in - lr*buf
  * theta_out may alias theta_in or g (each element is read before it is written). */
 __global__ static void k_sgd(size_t n, const float *theta_in, float *theta_out,
-                             const float *g, float gscale, float *__restrict__ buf,
-                             float lr, float mu, float wd, int first)
+                             float *g, float gscale, float *__restrict__ buf,
+                             float lr, float mu, float wd, int first, int zero_g)
 {
     GRID_STRIDE(i, n) {
         float t = theta_in[i];
         float gs = __fmul_rn(g[i], gscale);
+        if (zero_g)
+            g[i] = 0.0f;
         float d = wd != 0.0f ? __fadd_rn(gs, __fmul_rn(wd, t)) : gs;
         float b;
         if (!buf)
@@ -224,13 +226,13 @@ void cdp_cuda_scale(size_t n, float *x, float a)
     CDP_CUDA_LAUNCHED("k_scale");
 }
 
-void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, const float *g, float gscale,
-                  float *buf, float lr, float mu, float wd, int first)
+void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                  float *buf, float lr, float mu, float wd, int first, int zero_g)
 {
     if (!n)
         return;
     k_sgd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, theta_in, theta_out, g,
-                                                             gscale, buf, lr, mu, wd, first);
+                                                             gscale, buf, lr, mu, wd, first, zero_g);
     CDP_CUDA_LAUNCHED("k_sgd");
 }
 
