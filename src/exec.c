@@ -12,10 +12,12 @@
  *   acc[l]           the running sum of the step in progress, from the first
  *                    contribution on this rank until it leaves the rank
  *   borrowed[l][p]   zero: a stage this rank does not own, for one tick
- *                    an APPLY that updates in place clears the gradient it
- *                    read (zeroed[l]) and the stage's next first BWD adds
- *                    to that buffer instead of allocating one and having
- *                    the GEMM clear it (beta = 0 is a pass over memory)
+ *                    where the sum is finalized on the rank that also makes
+ *                    the stage's next first contribution (reuse_grad), the
+ *                    APPLY clears the gradient it read (zeroed[l]) and that
+ *                    first BWD adds to the buffer instead of allocating one
+ *                    and having the GEMM clear it (beta = 0 is a pass over
+ *                    memory)
  *   scratch          one worker's gradient, from BWD until its ACC; not
  *                    needed (not allocated) where the backend's
  *                    accumulating backward is exact: BWD then adds the
@@ -70,6 +72,8 @@ struct cdp_exec {
     float *scratch, *ws, *input_ws;
     size_t scratch_bytes;       /* the largest stage's gradient */
     int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
+    unsigned char reuse_grad[CDP_MAX_LAYERS];   /* l's full sum is finalized here and its
+                                 * next first contribution made here: APPLY clears it */
     float *zeroed[CDP_MAX_LAYERS];  /* full[l] after an APPLY that cleared it: the next
                                  * first backward of l adds to it (NULL: none) */
     int full_transient;         /* zero: full[l] lives from arrival to APPLY */
@@ -194,6 +198,12 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         }
     }
     x->acc_in_place = cdp_model_accumulate_exact(be, x->m, x->B);
+    for (int l = 0; l < x->L; l++) {
+        const int *sr = cfg->roles->slot_rank;
+        const int mine = x->comm->rank;
+        x->reuse_grad[l] = x->acc_in_place && x->holds[l] && !x->full_transient &&
+                           (x->acc_block || (sr[0 * x->L + l] == mine && sr[(x->N - 1) * x->L + l] == mine));
+    }
     x->scratch_bytes = maxstage * sizeof(float);
     if (!x->acc_in_place)
         x->scratch = cdp_actmem_alloc(&x->state, x->scratch_bytes);
@@ -651,13 +661,18 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
      * the dead version v-2 becomes the next full-gradient buffer.  Writing
      * into the dead version instead would first read it from memory for
      * nothing (write-allocate): one more stream of the update's traffic.
-     * Not while MPI still reads the gradient, nor with the all-reduce block. */
-    const int swap = x->nslots[l] == 2 && !x->acc_block && !busy(x, g, n * sizeof(float));
+     * Not while MPI still reads the gradient, nor with the all-reduce block,
+     * nor where the gradient is cleared for the next first backward
+     * (reuse_grad): clearing it in the cache lines the update reads anyway
+     * saves more than the write-allocate costs (bench/RESULTS.md). */
+    const int swap = x->nslots[l] == 2 && !x->acc_block && !x->reuse_grad[l] &&
+                     !busy(x, g, n * sizeof(float));
     if (!swap)
         wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
-    /* an update in place leaves g dead: clear it on the way (the same bits
-     * as beta = 0 where sgemm adds exactly, which acc_in_place has probed) */
-    const int zero_g = x->acc_in_place && !swap && !x->full_transient && dst != g &&
+    /* g is dead once read: clear it on the way for the stage's next first
+     * backward (the same bits as beta = 0 where sgemm adds exactly, which
+     * acc_in_place has probed) */
+    const int zero_g = x->reuse_grad[l] && !swap && dst != g &&
                        !busy(x, g, n * sizeof(float));
     const cdp_sgd *o = &x->cfg.sgd;
     x->be->sgd(n, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),

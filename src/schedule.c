@@ -203,15 +203,24 @@ static int apply_tick(const cdp_sched_config *c, int collective, const int *slot
         int sp = v + cdp_lag(N, L, c->rule, i, l);
         if (sp < K && fwd_tick(c, sp, i, l) < t) t = fwd_tick(c, sp, i, l);
     }
-    int bound_by_next_sum = 0;
+    int early = 0;
     if (st + 1 < K) {
         int tn = grad_ready_tick(c, collective, st + 1, l);
         if (tn <= t) {
             t = tn;
-            bound_by_next_sum = 1;
+            early = 1;
+        }
+        /* a sum finalized on this rank, whose next first contribution is
+         * also made here: the update comes before that backward, which can
+         * then add onto the gradient buffer the update has just cleared
+         * (exec.c, zeroed[l]); nothing is waited for */
+        if (!collective && slot[0 * L + l] == r && slot[(N - 1) * L + l] == r &&
+            bwd_tick(c, st + 1, 0, l) <= t) {
+            t = bwd_tick(c, st + 1, 0, l);
+            early = 1;
         }
     }
-    *phase = bound_by_next_sum ? PH_PARAMS : PH_APPLY;
+    *phase = early ? PH_PARAMS : PH_APPLY;
     return t;
 }
 
