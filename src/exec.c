@@ -12,12 +12,11 @@
  *   acc[l]           the running sum of the step in progress, from the first
  *                    contribution on this rank until it leaves the rank
  *   borrowed[l][p]   zero: a stage this rank does not own, for one tick
- *                    where the sum is finalized on the rank that also makes
- *                    the stage's next first contribution (reuse_grad), the
- *                    APPLY clears the gradient it read (zeroed[l]) and that
- *                    first BWD adds to the buffer instead of allocating one
- *                    and having the GEMM clear it (beta = 0 is a pass over
- *                    memory)
+ *   zeroed[l]        full[l] once its APPLY has cleared it: where this rank
+ *                    both finalizes the sum and makes the stage's next first
+ *                    contribution (reuse_grad), that first BWD adds to this
+ *                    buffer instead of allocating one and having the GEMM
+ *                    clear it (beta = 0 is a pass over memory)
  *   scratch          one worker's gradient, from BWD until its ACC; not
  *                    needed (not allocated) where the backend's
  *                    accumulating backward is exact: BWD then adds the
@@ -198,12 +197,9 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         }
     }
     x->acc_in_place = cdp_model_accumulate_exact(be, x->m, x->B);
-    for (int l = 0; l < x->L; l++) {
-        const int *sr = cfg->roles->slot_rank;
-        const int mine = x->comm->rank;
+    for (int l = 0; l < x->L; l++)
         x->reuse_grad[l] = x->acc_in_place && x->holds[l] && !x->full_transient &&
-                           (x->acc_block || (sr[0 * x->L + l] == mine && sr[(x->N - 1) * x->L + l] == mine));
-    }
+                           (x->acc_block || cdp_schedule_sum_is_local(cfg->roles, x->comm->rank, l));
     x->scratch_bytes = maxstage * sizeof(float);
     if (!x->acc_in_place)
         x->scratch = cdp_actmem_alloc(&x->state, x->scratch_bytes);

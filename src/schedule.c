@@ -189,6 +189,11 @@ static int bwd_tick(const cdp_sched_config *c, int s, int i, int l)
  * lands in the same buffer, and at the latest at the drain; in that tick
  * after the backward chains (PH_APPLY), unless the next full sum is
  * finalized in those chains (PH_PARAMS). */
+static int sum_is_local(const int *slot, int N, int L, int r, int l)
+{
+    return slot[0 * L + l] == r && slot[(N - 1) * L + l] == r;
+}
+
 static int apply_tick(const cdp_sched_config *c, int collective, const int *slot, int r, int l,
                       int st, int drain, int *phase)
 {
@@ -214,8 +219,7 @@ static int apply_tick(const cdp_sched_config *c, int collective, const int *slot
          * also made here: the update comes before that backward, which can
          * then add onto the gradient buffer the update has just cleared
          * (exec.c, zeroed[l]); nothing is waited for */
-        if (!collective && slot[0 * L + l] == r && slot[(N - 1) * L + l] == r &&
-            bwd_tick(c, st + 1, 0, l) <= t) {
+        if (!collective && sum_is_local(slot, N, L, r, l) && bwd_tick(c, st + 1, 0, l) <= t) {
             t = bwd_tick(c, st + 1, 0, l);
             early = 1;
         }
@@ -562,6 +566,11 @@ int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s
     }
     free(lists);
     return 0;
+}
+
+int cdp_schedule_sum_is_local(const cdp_schedule *s, int r, int l)
+{
+    return sum_is_local(s->slot_rank, s->cfg.N, s->cfg.L, r, l);
 }
 
 int cdp_schedule_holds(const cdp_schedule *s, int r, int l)

@@ -110,6 +110,10 @@ void cdp_schedule_free(cdp_schedule *s);
  * uses: every rank under replicated, the ranks of the stage under
  * model-parallel, the owner under zero. */
 int cdp_schedule_holds(const cdp_schedule *s, int r, int l);
+/* Whether rank r both starts stage l's gradient sum (worker 0) and finalizes
+ * it (worker N-1): its update then comes before the next step's first
+ * backward of l, which can reuse the gradient buffer the update read. */
+int cdp_schedule_sum_is_local(const cdp_schedule *s, int r, int l);
 
 /* One instruction as text, e.g. "t=12 BWD w=2 l=0 v=1". */
 void cdp_instr_format(const cdp_instr *in, char *buf, size_t len);
