@@ -75,6 +75,8 @@ struct cdp_exec {
                                  * next first contribution made here: APPLY clears it */
     float *zeroed[CDP_MAX_LAYERS];  /* full[l] after an APPLY that cleared it: the next
                                  * first backward of l adds to it (NULL: none) */
+    float *dead_zeroed[CDP_MAX_LAYERS];  /* a parameter slot cleared after its version's
+                                 * last read, for the APPLY that overwrites it */
     int full_transient;         /* zero: full[l] lives from arrival to APPLY */
     int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
     int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
@@ -661,7 +663,9 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
      * nor where the gradient is cleared for the next first backward
      * (reuse_grad): clearing it in the cache lines the update reads anyway
      * saves more than the write-allocate costs (bench/RESULTS.md). */
-    const int swap = x->nslots[l] == 2 && !x->acc_block && !x->reuse_grad[l] &&
+    const int dead_clear = x->dead_zeroed[l] == dst;
+    x->dead_zeroed[l] = NULL;
+    const int swap = x->nslots[l] == 2 && !x->acc_block && (!x->reuse_grad[l] || dead_clear) &&
                      !busy(x, g, n * sizeof(float));
     if (!swap)
         wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
@@ -677,6 +681,8 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     if (swap) {
         x->param[slot][l] = g;
         x->full[l] = dst;   /* MPI may still read v-2 from it (zero): every reuse waits */
+        if (dead_clear)
+            x->zeroed[l] = dst;
     }
     x->updates[l]++;
     x->slot_version[slot][l] = v;
@@ -684,6 +690,26 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
         release_now(x, &x->state, x->full[l], n * sizeof(float));
         x->full[l] = NULL;
     }
+}
+
+/* After the last read of a version kept in two slots (CDP_F_LAST_USE), its
+ * slot is dead until the APPLY of version + 2 writes it: where that APPLY's
+ * gradient is to be cleared for the next first backward (reuse_grad), clear
+ * the dead slot now, while the read has left it in the cache, and let the
+ * APPLY write the new version over the gradient and hand the cleared slot to
+ * the backward: no write-allocate read of the slot and no clearing pass. */
+static void retire(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    const int l = in->stage;
+    const int64_t u = k0 + in->version;
+    if (!(in->flags & CDP_F_LAST_USE) || !x->reuse_grad[l] || x->nslots[l] != 2 || x->acc_block || u < 0)
+        return;
+    const int slot = (int)(u & 1);
+    float *p = x->param[slot][l];
+    if (x->slot_version[slot][l] != u || busy(x, p, stage_bytes(x, l)))
+        return;
+    x->be->zero(p, stage_bytes(x, l));
+    x->dead_zeroed[l] = p;
 }
 
 static float *borrow(cdp_exec *x, int l, int64_t v)
@@ -717,8 +743,8 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
         break;
     }
     switch (in->op) {
-    case CDP_OP_FWD: do_fwd(x, in, k0); break;
-    case CDP_OP_BWD: do_bwd(x, in, k0); break;
+    case CDP_OP_FWD: do_fwd(x, in, k0); retire(x, in, k0); break;
+    case CDP_OP_BWD: do_bwd(x, in, k0); retire(x, in, k0); break;
     case CDP_OP_ACC:
         if (!(in->flags & CDP_F_FIRST) && !x->acc_in_place) {   /* else BWD wrote acc */
             wait_range(x, x->acc[l], nb);
@@ -906,6 +932,7 @@ void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *p
                         const float *momentum)
 {
     for (int l = 0; l < x->L; l++) {
+        x->zeroed[l] = x->dead_zeroed[l] = NULL;   /* the slots are written below */
         if (!x->holds[l]) continue;
         const size_t off = x->m->stage_off[l], nb = stage_bytes(x, l);
         if (x->nslots[l] == 2) {

@@ -501,6 +501,26 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
 #undef WANT
 }
 
+/* CDP_F_LAST_USE on the last FWD or BWD of each (stage, version) in a
+ * rank's sorted list, where the segment applies version + 2 (so nothing
+ * after the segment reads it either). */
+static void mark_last_uses(const cdp_sched_config *c, keyed_list *kl)
+{
+    const int L = c->L, K = c->K;
+    unsigned char *seen = calloc((size_t)L * (size_t)(K + 1), 1);
+    if (!seen) abort();
+    for (size_t k = kl->n; k-- > 0;) {
+        cdp_instr *in = &kl->v[k].in;
+        if (in->op != CDP_OP_FWD && in->op != CDP_OP_BWD) continue;
+        const int u = in->version;     /* -1 .. K-1 */
+        unsigned char *f = &seen[(size_t)in->stage * (size_t)(K + 1) + (size_t)(u + 1)];
+        if (!*f && u + 2 <= K)
+            in->flags |= CDP_F_LAST_USE;
+        *f = 1;
+    }
+    free(seen);
+}
+
 int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s,
                        char *err, size_t errlen)
 {
@@ -556,6 +576,7 @@ int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s
     for (int r = 0; r < c->P; r++) {
         keyed_list *kl = &lists[r];
         qsort(kl->v, kl->n, sizeof *kl->v, keyed_cmp);
+        mark_last_uses(c, kl);
         cdp_program *p = &s->prog[r];
         p->ins = malloc((kl->n ? kl->n : 1) * sizeof *p->ins);
         if (!p->ins) abort();

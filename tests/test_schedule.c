@@ -264,6 +264,43 @@ static void simulate(const cdp_schedule *sch)
     free(last_recv_grad);
 }
 
+/* CDP_F_LAST_USE marks the last FWD/BWD of each (stage, version) on a rank,
+ * and only where the APPLY of version + 2 comes after it on that rank: the
+ * executor clears that slot at once (exec.c, retire). */
+static void check_last_uses(const cdp_schedule *s)
+{
+    const int K = s->cfg.K;
+    for (int r = 0; r < s->cfg.P; r++) {
+        const cdp_program *p = &s->prog[r];
+        for (size_t k = 0; k < p->n; k++) {
+            const cdp_instr *in = &p->ins[k];
+            if (in->op != CDP_OP_FWD && in->op != CDP_OP_BWD) {
+                ck_assert(!(in->flags & CDP_F_LAST_USE));
+                continue;
+            }
+            int later = 0, applied_after = 0;
+            for (size_t j = k + 1; j < p->n; j++) {
+                const cdp_instr *o = &p->ins[j];
+                if ((o->op == CDP_OP_FWD || o->op == CDP_OP_BWD) && o->stage == in->stage &&
+                    o->version == in->version)
+                    later = 1;
+                if (o->op == CDP_OP_APPLY && o->stage == in->stage && o->version == in->version + 2)
+                    applied_after = 1;
+            }
+            if (in->flags & CDP_F_LAST_USE) {
+                ck_assert_msg(!later, "rank %d: a LAST_USE of stage %d version %d is read again",
+                              r, in->stage, in->version);
+                ck_assert_int_le(in->version + 2, K);
+                ck_assert_msg(applied_after, "rank %d: no APPLY(%d) of stage %d after its LAST_USE",
+                              r, in->version + 2, in->stage);
+            } else {
+                ck_assert_msg(later || in->version + 2 > K, "rank %d: the last read of stage %d "
+                              "version %d is not marked", r, in->stage, in->version);
+            }
+        }
+    }
+}
+
 START_TEST(many_configurations)
 {
     for (int N = 1; N <= 9; N++)
@@ -273,6 +310,7 @@ START_TEST(many_configurations)
                     for (int det = 0; det < 2; det++) {
                         cdp_schedule s = build(N, L, P, rules[ri], det, 4);
                         check_structure(&s);
+                        check_last_uses(&s);
                         simulate(&s);
                         cdp_schedule_free(&s);
                     }

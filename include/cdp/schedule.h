@@ -47,6 +47,8 @@ typedef enum {
 
 #define CDP_F_FIRST 1   /* BWD, ACC: the first contribution to the stage's sum */
 #define CDP_F_LAST  2   /* SEND_FULL: the last send of this full gradient */
+#define CDP_F_LAST_USE 4 /* FWD, BWD: the last read of this version of the stage on this rank;
+                          * the segment overwrites its slot with version+2 later */
 
 typedef struct cdp_instr {
     int32_t tick;

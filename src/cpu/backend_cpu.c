@@ -28,12 +28,6 @@ static void cpu_copy(void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
 }
 
-static void cpu_zero(void *dst, size_t bytes)
-{
-    if (bytes)
-        memset(dst, 0, bytes);
-}
-
 static void cpu_sync(void)
 {
 }
@@ -53,7 +47,7 @@ static const cdp_backend cpu_backend = {
     .to_device = cpu_copy,
     .to_host = cpu_copy,
     .copy = cpu_copy,
-    .zero = cpu_zero,
+    .zero = cdp_cpu_zero,
     .sync = cpu_sync,
     .linear_fwd = cdp_cpu_linear_fwd,
     .relu_fwd = cdp_cpu_relu_fwd,

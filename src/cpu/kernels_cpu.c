@@ -32,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu_internal.h"
 
@@ -245,6 +248,27 @@ int cdp_cpu_accumulate_exact(int B, int in, int out)
 }
 
 /* ------------------------------------------------------------ elementwise */
+
+/* memset in one block per thread: a stage's parameters are megabytes, and
+ * the executor clears them between two parallel kernels */
+void cdp_cpu_zero(void *dst, size_t bytes)
+{
+#ifdef _OPENMP
+    const int nt = cdp_cpu_omp_threads;
+    if (bytes / sizeof(float) >= (size_t)CDP_CPU_OMP_MIN && nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+            const int t = omp_get_thread_num();
+            size_t b0 = bytes / (size_t)nt * (size_t)t / 64 * 64;
+            size_t b1 = t == nt - 1 ? bytes : bytes / (size_t)nt * (size_t)(t + 1) / 64 * 64;
+            memset((char *)dst + b0, 0, b1 - b0);
+        }
+        return;
+    }
+#endif
+    if (bytes)
+        memset(dst, 0, bytes);
+}
 
 void cdp_cpu_relu_fwd(size_t n, float *y)
 {
