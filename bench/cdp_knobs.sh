@@ -20,15 +20,8 @@ SHAPES=${SHAPES:-"4:32 1:128"}
 RULE=${RULE:-cdp-v2}
 ONLY=${ONLY:-}     # a grep -E pattern: run only the variants whose label matches
 STEPS=${STEPS:-150}
-[ -x "$CDP" ] || { echo "cdp_knobs.sh: $CDP not found (build first)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ -n "${OUT:-}" ]; then
-    mkdir -p "$OUT"; tmp=$OUT
-else
-    tmp=$(mktemp -d /tmp/cdp_knobs.XXXXXX); trap 'rm -rf "$tmp"' EXIT
-fi
-res=$tmp/knobs.txt
-: >"$res"
+. "$here/common.sh"
+bench_start cdp_knobs.sh knobs.txt
 
 # label|ranks|threads|environment (space-separated VAR=value, or -).
 # cdp_run sets GOMP_SPINCOUNT=50000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT

@@ -29,15 +29,8 @@ REPS=${REPS:-5}
 EXTRA=${EXTRA:-}
 PY=${PY:-python3}
 CASES=${CASES:-"1:2:mlp:784-1024-1024-10:4:32 2:1:mlp:784-1024-1024-10:4:32 1:2:mlp:784-256-128-10:4:32 2:1:mlp:784-256-128-10:4:32"}
-[ -x "$CDP" ] || { echo "cdp_vs_dp.sh: $CDP not found (build first)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ -n "${OUT:-}" ]; then
-    mkdir -p "$OUT"; tmp=$OUT
-else
-    tmp=$(mktemp -d /tmp/cdp_vs_dp.XXXXXX); trap 'rm -rf "$tmp"' EXIT
-fi
-res=$tmp/cdp_vs_dp.txt
-: >"$res"
+. "$here/common.sh"
+bench_start cdp_vs_dp.sh cdp_vs_dp.txt
 
 steps_for() { case $1 in *1024-1024*) echo 100 ;; *) echo 400 ;; esac; }
 

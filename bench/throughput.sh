@@ -50,17 +50,9 @@ PY=${PY:-/usr/bin/python3}
 MODELS=${MODELS:-"mlp:784-1024-1024-10 mlp:784-256-128-10"}
 REPS=${REPS:-3}
 MPIRUN=${MPIRUN:-mpirun}
-[ -x "$CDP" ] || { echo "throughput.sh: $CDP not found (build first)" >&2; exit 2; }
 "$PY" -c 'import torch' 2>/dev/null || { echo "throughput.sh: $PY cannot import torch" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-if [ -n "${OUT:-}" ]; then
-    mkdir -p "$OUT"; tmp=$OUT
-else
-    tmp=$(mktemp -d /tmp/cdp_throughput.XXXXXX); trap 'rm -rf "$tmp"' EXIT
-fi
-res=$tmp/results.txt
-: >"$res"
+. "$here/common.sh"
+bench_start throughput.sh results.txt
 
 # steps per run: enough for >= ~1 s of work on an idle machine
 cdp_steps() { case $1 in *1024-1024*) echo 300 ;; *) echo 600 ;; esac; }

@@ -1,0 +1,18 @@
+# The start the bench scripts share; sourced, not run.
+#
+# bench_start NAME RESULTS: stops unless $CDP is a built cdp_run, lets
+# mpirun run as root, and sets tmp (OUT when given, kept; else a temporary
+# directory removed at exit) and res=$tmp/RESULTS, emptied.
+bench_start() {
+    [ -x "$CDP" ] || { echo "$1: $CDP not found (build first)" >&2; exit 2; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT"
+        tmp=$OUT
+    else
+        tmp=$(mktemp -d "/tmp/${1%.sh}.XXXXXX")
+        trap 'rm -rf "$tmp"' EXIT
+    fi
+    res=$tmp/$2
+    : >"$res"
+}
