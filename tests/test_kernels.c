@@ -707,6 +707,30 @@ START_TEST(sgd_clears_gradient)
 }
 END_TEST
 
+/* zero() clears exactly the bytes asked for, in one block per thread for
+ * large buffers (whatever the size of the team OpenMP gives) */
+START_TEST(zero_clears_exactly)
+{
+    const size_t sizes[] = {0, 1, 12, 4 * 262144 + 4, 4 * 1000003 + 12, 4 * 2097152};
+    for (int t = 1; t <= 2; t++) {
+        const cdp_backend *be = cdp_backend_cpu(t);
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            const size_t n = sizes[s];
+            unsigned char *b = malloc(n + 128);
+            ck_assert_ptr_nonnull(b);
+            memset(b, 0xA5, n + 128);
+            be->zero(b + 64, n);
+            for (size_t k = 0; k < n + 128; k++) {
+                const int inside = k >= 64 && k < 64 + n;
+                ck_assert_msg(b[k] == (inside ? 0 : 0xA5), "%d thread(s), %zu bytes: byte %zu is %d",
+                              t, n, k, b[k]);
+            }
+            free(b);
+        }
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ determinism */
 
 static void run_linear(const cdp_backend *be, int B, int in, int out, const float *x,
@@ -963,6 +987,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, fused_relu_bitwise);
     tcase_add_test(tc, accumulate_in_place);
     tcase_add_test(tc, sgd_clears_gradient);
+    tcase_add_test(tc, zero_clears_exactly);
     tcase_add_test(tc, xent_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);

@@ -258,9 +258,10 @@ void cdp_cpu_zero(void *dst, size_t bytes)
     if (bytes / sizeof(float) >= (size_t)CDP_CPU_OMP_MIN && nt > 1) {
 #pragma omp parallel num_threads(nt)
         {
-            const int t = omp_get_thread_num();
-            size_t b0 = bytes / (size_t)nt * (size_t)t / 64 * 64;
-            size_t b1 = t == nt - 1 ? bytes : bytes / (size_t)nt * (size_t)(t + 1) / 64 * 64;
+            /* the team may be smaller than asked for (OMP_DYNAMIC, limits) */
+            const int t = omp_get_thread_num(), m = omp_get_num_threads();
+            size_t b0 = bytes / (size_t)m * (size_t)t / 64 * 64;
+            size_t b1 = t == m - 1 ? bytes : bytes / (size_t)m * (size_t)(t + 1) / 64 * 64;
             memset((char *)dst + b0, 0, b1 - b0);
         }
         return;
