@@ -25,93 +25,16 @@
  * received stage inputs, and gradients travelling between stages.
  *
  * A buffer MPI is reading or writing is waited for before the executor
- * touches it (wait_range), and a buffer that leaves the rank is released
- * only once its sends are done (release_later), so the order of the
- * instruction list is all the synchronisation there is. */
+ * touches it (cdp_req_wait_range), and a buffer that leaves the rank is
+ * released only once its sends are done (cdp_req_release_later; both in
+ * exec_requests.c), so the order of the instruction list is all the
+ * synchronisation there is. */
 #include <stdio.h>
 #include <stdlib.h>
-#include "cdp/grow.h"
 #include <string.h>
-#include <time.h>
-#include "cdp/actmem.h"
-#include "cdp/batch.h"
-#include "cdp/exec.h"
+#include "cdp/grow.h"
+#include "exec_internal.h"
 
-typedef struct pending {
-    MPI_Request req;
-    char *buf;          /* backend memory the request reads or writes */
-    size_t bytes;
-    void *staging;      /* host copy when the backend's memory is not MPI-addressable */
-    int is_recv;
-    int due;            /* sends: tick at which the receiver has posted (-1: none) */
-} pending;
-
-typedef struct deferred {
-    cdp_actmem *mem;
-    void *p;
-    size_t bytes;
-} deferred;
-
-struct cdp_exec {
-    cdp_exec_config cfg;
-    const cdp_model *m;
-    const cdp_backend *be;
-    cdp_comm *comm;
-    int N, B, L;
-    int mpi_direct;             /* MPI may read/write backend memory directly */
-    unsigned char *holds;       /* [L] */
-    int holds_all;
-    MPI_Comm stage_comm;        /* model-parallel dp: the ranks of this rank's stage */
-
-    cdp_actmem state, mem;
-    float *param[2][CDP_MAX_LAYERS], *mom[CDP_MAX_LAYERS], *full[CDP_MAX_LAYERS];
-    float *acc[CDP_MAX_LAYERS], *borrowed[CDP_MAX_LAYERS][2];
-    int64_t borrowed_version[CDP_MAX_LAYERS][2];
-    float *acc_block;           /* replicated dp: one block, one all-reduce */
-    float *scratch, *ws, *input_ws;
-    size_t scratch_bytes;       /* the largest stage's gradient */
-    int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
-    unsigned char reuse_grad[CDP_MAX_LAYERS];   /* l's full sum is finalized here and its
-                                 * next first contribution made here: APPLY clears it */
-    float *zeroed[CDP_MAX_LAYERS];  /* full[l] after an APPLY that cleared it: the next
-                                 * first backward of l adds to it (NULL: none) */
-    float *dead_zeroed[CDP_MAX_LAYERS];  /* a parameter slot cleared after its version's
-                                 * last read, for the APPLY that overwrites it */
-    int full_transient;         /* zero: full[l] lives from arrival to APPLY */
-    int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
-    int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
-    int input_worker;
-    int64_t slot_version[2][CDP_MAX_LAYERS];
-    int nslots[CDP_MAX_LAYERS];
-    int64_t updates[CDP_MAX_LAYERS];
-
-    /* activations of (worker, stage), index i*L + l */
-    float **act, **dact, **in_act, **x;
-    int32_t **labels;
-    size_t *act_bytes;
-
-    uint8_t *host_pixels;
-    int32_t *host_labels;
-    double *stats;              /* backend memory: loss sum, correct */
-    int64_t samples;
-    cdp_batcher batch;
-
-    pending *pend;
-    size_t npend, cappend;
-    cdp_actmem_block *staging;  /* free host staging buffers, reused by size */
-    size_t nstaging, capstaging;
-    deferred *defer;
-    size_t ndefer, capdefer;
-
-    int64_t *tick_act, *tick_bytes;
-    int ntick;
-
-    cdp_trace_event *ev;
-    size_t nev, capev;
-    struct timespec t_origin;
-};
-
-static void wait_all(cdp_exec *x);
 
 static double now_s(const cdp_exec *x)
 {
@@ -232,7 +155,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
 void cdp_exec_destroy(cdp_exec *x)
 {
     if (!x) return;
-    wait_all(x);
+    cdp_req_wait_all(x);
     for (int l = 0; l < x->L; l++) {
         if (x->holds[l]) {
             const size_t nb = stage_bytes(x, l);
@@ -265,198 +188,6 @@ void cdp_exec_destroy(cdp_exec *x)
     free(x);
 }
 
-/* ------------------------------------------------------------ requests */
-
-/* Host staging buffers (pinned where the backend offers it), cached by
- * size so that the training loop does not allocate. */
-static void *staging_get(cdp_exec *x, size_t bytes)
-{
-    for (size_t k = 0; k < x->nstaging; k++)
-        if (x->staging[k].bytes == bytes) {
-            void *p = x->staging[k].p;
-            x->staging[k] = x->staging[--x->nstaging];
-            return p;
-        }
-    void *p = x->be->alloc_host ? x->be->alloc_host(bytes) : malloc(bytes);
-    if (!p) abort();
-    return p;
-}
-
-static void staging_put(cdp_exec *x, void *p, size_t bytes)
-{
-    CDP_GROW(x->staging, x->nstaging, x->capstaging, 16);
-    x->staging[x->nstaging++] = (cdp_actmem_block){ bytes, p };
-}
-
-static void wait_req(cdp_exec *x, MPI_Request *r)
-{
-    cdp_comm_wait(x->comm, r);
-}
-
-static void finish(cdp_exec *x, size_t k)
-{
-    pending *p = &x->pend[k];
-    if (p->staging) {
-        if (p->is_recv)
-            x->be->to_device(p->buf, p->staging, p->bytes);
-        staging_put(x, p->staging, p->bytes);
-    }
-    x->pend[k] = x->pend[--x->npend];
-}
-
-static int busy(const cdp_exec *x, const void *buf, size_t bytes)
-{
-    const char *b = buf;
-    for (size_t k = 0; k < x->npend; k++)
-        if (x->pend[k].buf < b + bytes && b < x->pend[k].buf + x->pend[k].bytes)
-            return 1;
-    return 0;
-}
-
-static void progress(cdp_exec *x)
-{
-    for (size_t k = 0; k < x->npend;) {
-        int done = 0;
-        MPI_Test(&x->pend[k].req, &done, MPI_STATUS_IGNORE);
-        if (done) finish(x, k);
-        else k++;
-    }
-    for (size_t k = 0; k < x->ndefer;) {
-        deferred *d = &x->defer[k];
-        if (!busy(x, d->p, d->bytes)) {
-            cdp_actmem_free(d->mem, d->p, d->bytes);
-            x->defer[k] = x->defer[--x->ndefer];
-        } else {
-            k++;
-        }
-    }
-}
-
-/* Waits for every request that touches [buf, buf + bytes). */
-static void wait_range(cdp_exec *x, const void *buf, size_t bytes)
-{
-    const char *b = buf;
-    for (size_t k = 0; k < x->npend;) {
-        pending *p = &x->pend[k];
-        if (p->buf < b + bytes && b < p->buf + p->bytes) {
-            wait_req(x, &p->req);
-            finish(x, k);
-        } else {
-            k++;
-        }
-    }
-}
-
-/* A send whose receiver posts at tick `due` must be done by the start of
- * tick due + 1 + send_slack: the memory sends hold then follows the
- * timeline, not how far this rank runs ahead.  A rendezvous transfer
- * completes only when the receiver calls into MPI, so with no slack every
- * send ties the sender to the receiver's tick: on 2 ranks (N = 4, the
- * default model) that lock-step cost 12-15% per step under cdp-v1/cdp-v2,
- * and one tick of slack removes it (bench/RESULTS.md).  Under zero, whose
- * point is the smallest resident state, the slack let partial sums pile up
- * one stage buffer higher (bench/table1.sh: 13.0 against 12.0 MiB per rank)
- * for no measurable gain in step time, so zero keeps none.  Zero also posts
- * a partial sum's receive at the very end of the tick before its use
- * (schedule.c), so the sender lets go of the sum before either rank
- * allocates for that tick, whichever of them runs ahead (when the receive
- * came with the use, a rank that ran behind its receiver held one stage
- * buffer more: 12.0 against 11.0 MiB per rank in bench/table1.sh). */
-static void wait_due(cdp_exec *x, int tick)
-{
-    tick -= x->send_slack;
-    for (size_t k = 0; k < x->npend;) {
-        pending *p = &x->pend[k];
-        if (!p->is_recv && p->due >= 0 && p->due < tick) {
-            wait_req(x, &p->req);
-            finish(x, k);
-        } else {
-            k++;
-        }
-    }
-}
-
-static void wait_all(cdp_exec *x)
-{
-    while (x->npend) {
-        wait_req(x, &x->pend[x->npend - 1].req);
-        finish(x, x->npend - 1);
-    }
-    progress(x);
-}
-
-/* Gives the buffer back to its allocator once no request uses it. */
-static void release_later(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
-{
-    if (!p) return;
-    CDP_GROW(x->defer, x->ndefer, x->capdefer, 16);
-    x->defer[x->ndefer++] = (deferred){ mem, p, bytes };
-}
-
-static void release_now(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
-{
-    if (!p) return;
-    wait_range(x, p, bytes);
-    cdp_actmem_free(mem, p, bytes);
-}
-
-static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
-{
-    CDP_GROW(x->pend, x->npend, x->cappend, 16);
-    pending *p = &x->pend[x->npend++];
-    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1 };
-    if (!x->mpi_direct)
-        p->staging = staging_get(x, bytes);
-    return p;
-}
-
-static void post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag, int due)
-{
-    pending *p = new_pending(x, (void *)buf, bytes, 0);
-    p->due = due;
-    if (p->staging)
-        x->be->to_host(p->staging, buf, bytes);
-    else
-        x->be->sync();
-    cdp_comm_isend(x->comm, p->staging ? p->staging : buf, bytes, peer, tag, &p->req);
-}
-
-static void post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag)
-{
-    wait_range(x, buf, bytes);  /* earlier sends from this buffer must be done */
-    pending *p = new_pending(x, buf, bytes, 1);
-    if (!p->staging)
-        x->be->sync();
-    cdp_comm_irecv(x->comm, p->staging ? p->staging : buf, bytes, peer, tag, &p->req);
-}
-
-/* A collective on backend memory, staged through the host when needed. */
-typedef enum { COLL_ALLREDUCE, COLL_ALLREDUCE_STAGE, COLL_BCAST, COLL_REDUCE } coll_kind;
-
-static void collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int root)
-{
-    float *h = buf;
-    const size_t bytes = n * sizeof(float);
-    if (!x->mpi_direct) {
-        h = staging_get(x, bytes);
-        if (kind != COLL_BCAST || x->comm->rank == root)
-            x->be->to_host(h, buf, bytes);
-    } else {
-        x->be->sync();
-    }
-    switch (kind) {
-    case COLL_ALLREDUCE: cdp_comm_allreduce_sum(x->comm, h, n); break;
-    case COLL_ALLREDUCE_STAGE: cdp_comm_allreduce_sum_on(x->comm, x->stage_comm, h, n); break;
-    case COLL_BCAST: cdp_comm_bcast(x->comm, h, bytes, root); break;
-    case COLL_REDUCE: cdp_comm_reduce_sum(x->comm, h, h, n, root); break;
-    }
-    if (!x->mpi_direct) {
-        if (kind != COLL_REDUCE || x->comm->rank == root)
-            x->be->to_device(buf, h, bytes);
-        staging_put(x, h, bytes);
-    }
-}
-
 /* ------------------------------------------------------------ helpers */
 
 static int64_t abs_version(int64_t k0, int32_t rel)
@@ -483,7 +214,7 @@ static const float *stage_params(cdp_exec *x, int l, int64_t v)
                 l, (long long)v);
         abort();
     }
-    wait_range(x, b, stage_bytes(x, l));
+    cdp_req_wait_range(x, b, stage_bytes(x, l));
     return b;
 }
 
@@ -521,7 +252,7 @@ static const float *stage_input(cdp_exec *x, int i, int l)
     if (l == 0)
         return x->x[i];
     if (x->in_act[i * L + l]) {
-        wait_range(x, x->in_act[i * L + l], in_bytes(x, l));
+        cdp_req_wait_range(x, x->in_act[i * L + l], in_bytes(x, l));
         return x->in_act[i * L + l];
     }
     return cdp_stage_output(x->m, l - 1, x->B, x->act[i * L + l - 1]);
@@ -569,7 +300,7 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const float *dout = NULL;
     if (l < L - 1) {
         dout = x->dact[i * L + l];
-        wait_range(x, dout, out_bytes(x, l));
+        cdp_req_wait_range(x, dout, out_bytes(x, l));
     }
     /* a first contribution starts the sum in acc; later ones are added to
      * it in place when that is exact, else go through scratch and ACC */
@@ -579,7 +310,7 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         if (x->acc[l] == x->zeroed[l]) {            /* the all-reduce block's slice */
             onto_zero = 1;
         } else if (!x->acc[l] && x->full[l] == x->zeroed[l] &&
-                   !busy(x, x->full[l], stage_bytes(x, l))) {
+                   !cdp_req_busy(x, x->full[l], stage_bytes(x, l))) {
             x->acc[l] = x->full[l];
             x->full[l] = NULL;
             onto_zero = 1;
@@ -588,17 +319,17 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     if (first)
         x->zeroed[l] = NULL;
     float *grad = first || x->acc_in_place ? acquire_acc(x, l) : x->scratch;
-    wait_range(x, grad, stage_bytes(x, l));
+    cdp_req_wait_range(x, grad, stage_bytes(x, l));
     cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
                   (!first && x->acc_in_place) || onto_zero);
     /* the previous stage's output was this stage's input: if its own
      * backward does not read it, nothing does any more */
     if (l > 0 && !x->in_act[i * L + l] && !cdp_stage_bwd_reads_act(x->m, l - 1)) {
-        release_now(x, &x->mem, x->act[i * L + l - 1], x->act_bytes[l - 1]);
+        cdp_req_release_now(x, &x->mem, x->act[i * L + l - 1], x->act_bytes[l - 1]);
         x->act[i * L + l - 1] = NULL;
     }
     if (x->act[i * L + l]) {
-        release_now(x, &x->mem, x->act[i * L + l], x->act_bytes[l]);
+        cdp_req_release_now(x, &x->mem, x->act[i * L + l], x->act_bytes[l]);
         x->act[i * L + l] = NULL;
     }
     if (l < L - 1) {
@@ -621,7 +352,7 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 static void drop_acc(cdp_exec *x, int l)
 {
     if (x->acc_block) return;      /* the all-reduce block stays */
-    release_now(x, &x->state, x->acc[l], stage_bytes(x, l));
+    cdp_req_release_now(x, &x->state, x->acc[l], stage_bytes(x, l));
     x->acc[l] = NULL;
 }
 
@@ -632,7 +363,7 @@ static void finalize(cdp_exec *x, int l)
 {
     const size_t nb = stage_bytes(x, l);
     if (x->full[l])
-        wait_range(x, x->full[l], nb);
+        cdp_req_wait_range(x, x->full[l], nb);
     if (x->acc_block)     /* full[l] is the block's slice already */
         return;
     /* the sum's buffer becomes the full gradient; the old full-gradient
@@ -649,7 +380,7 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const int l = in->stage;
     const int64_t v = k0 + in->version;       /* version produced */
     const size_t n = x->m->stage_n[l];
-    wait_range(x, x->full[l], n * sizeof(float));
+    cdp_req_wait_range(x, x->full[l], n * sizeof(float));
     const float *src = stage_params(x, l, v - 1);
     const int slot = x->nslots[l] == 2 ? (int)(v & 1) : 0;   /* one slot: in place */
     float *dst = x->param[slot][l];
@@ -666,14 +397,14 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const int dead_clear = x->dead_zeroed[l] == dst;
     x->dead_zeroed[l] = NULL;
     const int swap = x->nslots[l] == 2 && !x->acc_block && (!x->reuse_grad[l] || dead_clear) &&
-                     !busy(x, g, n * sizeof(float));
+                     !cdp_req_busy(x, g, n * sizeof(float));
     if (!swap)
-        wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
+        cdp_req_wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
     /* g is dead once read: clear it on the way for the stage's next first
      * backward (the same bits as beta = 0 where sgemm adds exactly, which
      * acc_in_place has probed) */
     const int zero_g = x->reuse_grad[l] && !swap && dst != g &&
-                       !busy(x, g, n * sizeof(float));
+                       !cdp_req_busy(x, g, n * sizeof(float));
     const cdp_sgd *o = &x->cfg.sgd;
     x->be->sgd(n, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0, zero_g);
@@ -687,7 +418,7 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
     x->updates[l]++;
     x->slot_version[slot][l] = v;
     if (x->full_transient) {
-        release_now(x, &x->state, x->full[l], n * sizeof(float));
+        cdp_req_release_now(x, &x->state, x->full[l], n * sizeof(float));
         x->full[l] = NULL;
     }
 }
@@ -706,7 +437,7 @@ static void retire(cdp_exec *x, const cdp_instr *in, int64_t k0)
         return;
     const int slot = (int)(u & 1);
     float *p = x->param[slot][l];
-    if (x->slot_version[slot][l] != u || busy(x, p, stage_bytes(x, l)))
+    if (x->slot_version[slot][l] != u || cdp_req_busy(x, p, stage_bytes(x, l)))
         return;
     x->be->zero(p, stage_bytes(x, l));
     x->dead_zeroed[l] = p;
@@ -747,46 +478,46 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
     case CDP_OP_BWD: do_bwd(x, in, k0); retire(x, in, k0); break;
     case CDP_OP_ACC:
         if (!(in->flags & CDP_F_FIRST) && !x->acc_in_place) {   /* else BWD wrote acc */
-            wait_range(x, x->acc[l], nb);
+            cdp_req_wait_range(x, x->acc[l], nb);
             x->be->add(x->m->stage_n[l], x->acc[l], x->scratch);
         }
         break;
     case CDP_OP_SEND_GRAD:
-        post_send(x, x->acc[l], nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l), in->due);
-        release_later(x, &x->state, x->acc[l], nb);
+        cdp_req_post_send(x, x->acc[l], nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l), in->due);
+        cdp_req_release_later(x, &x->state, x->acc[l], nb);
         x->acc[l] = NULL;
         break;
     case CDP_OP_RECV_GRAD:
-        post_recv(x, acquire_acc(x, l), nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
+        cdp_req_post_recv(x, acquire_acc(x, l), nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
         break;
     case CDP_OP_FINALIZE:
         finalize(x, l);
         break;
     case CDP_OP_SEND_FULL:
-        post_send(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
+        cdp_req_post_send(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
         if ((in->flags & CDP_F_LAST) && !x->holds[l]) {
-            release_later(x, &x->state, x->full[l], nb);
+            cdp_req_release_later(x, &x->state, x->full[l], nb);
             x->full[l] = NULL;
         }
         break;
     case CDP_OP_RECV_FULL:
         if (!x->full[l])
             x->full[l] = cdp_actmem_alloc(&x->state, nb);
-        post_recv(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+        cdp_req_post_recv(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
         break;
     case CDP_OP_ALLREDUCE:
         if (l < 0) {   /* replicated: the whole gradient in one call */
-            wait_range(x, x->acc_block, x->m->nparams * sizeof(float));
-            collective(x, COLL_ALLREDUCE, x->acc_block, x->m->nparams, 0);
+            cdp_req_wait_range(x, x->acc_block, x->m->nparams * sizeof(float));
+            cdp_req_collective(x, COLL_ALLREDUCE, x->acc_block, x->m->nparams, 0);
             for (int s = 0; s < L; s++)
                 finalize(x, s);
         } else {       /* model-parallel: the copies of stage l */
-            collective(x, COLL_ALLREDUCE_STAGE, x->acc[l], x->m->stage_n[l], 0);
+            cdp_req_collective(x, COLL_ALLREDUCE_STAGE, x->acc[l], x->m->stage_n[l], 0);
             finalize(x, l);
         }
         break;
     case CDP_OP_REDUCE_GRAD:
-        collective(x, COLL_REDUCE, x->acc[l], x->m->stage_n[l], in->peer);
+        cdp_req_collective(x, COLL_REDUCE, x->acc[l], x->m->stage_n[l], in->peer);
         if (x->comm->rank == in->peer)
             finalize(x, l);
         else
@@ -794,39 +525,39 @@ static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
         break;
     case CDP_OP_APPLY: do_apply(x, in, k0); break;
     case CDP_OP_SEND_ACT:
-        post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * L + l]), out_bytes(x, l), in->peer,
+        cdp_req_post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * L + l]), out_bytes(x, l), in->peer,
                   cdp_comm_tag(CDP_TAG_ACT, l), in->due);
         break;
     case CDP_OP_RECV_ACT:
         x->in_act[i * L + l] = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
-        post_recv(x, x->in_act[i * L + l], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
+        cdp_req_post_recv(x, x->in_act[i * L + l], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
         break;
     case CDP_OP_SEND_DACT:
-        post_send(x, x->dact[i * L + l - 1], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1), in->due);
-        release_later(x, &x->mem, x->dact[i * L + l - 1], in_bytes(x, l));
+        cdp_req_post_send(x, x->dact[i * L + l - 1], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1), in->due);
+        cdp_req_release_later(x, &x->mem, x->dact[i * L + l - 1], in_bytes(x, l));
         x->dact[i * L + l - 1] = NULL;
         break;
     case CDP_OP_RECV_DACT:
         x->dact[i * L + l] = cdp_actmem_alloc(&x->mem, out_bytes(x, l));
-        post_recv(x, x->dact[i * L + l], out_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l));
+        cdp_req_post_recv(x, x->dact[i * L + l], out_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l));
         break;
     case CDP_OP_SEND_PARAMS:
-        post_send(x, stage_params(x, l, v), nb, in->peer,
+        cdp_req_post_send(x, stage_params(x, l, v), nb, in->peer,
                   cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)), in->due);
         break;
     case CDP_OP_RECV_PARAMS:
-        post_recv(x, borrow(x, l, v), nb, in->peer, cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
+        cdp_req_post_recv(x, borrow(x, l, v), nb, in->peer, cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
         break;
     case CDP_OP_BCAST_PARAMS:
         if (x->holds[l]) {
-            collective(x, COLL_BCAST, (float *)stage_params(x, l, v), x->m->stage_n[l], in->peer);
+            cdp_req_collective(x, COLL_BCAST, (float *)stage_params(x, l, v), x->m->stage_n[l], in->peer);
         } else {
-            collective(x, COLL_BCAST, borrow(x, l, v), x->m->stage_n[l], in->peer);
+            cdp_req_collective(x, COLL_BCAST, borrow(x, l, v), x->m->stage_n[l], in->peer);
         }
         break;
     case CDP_OP_DROP_PARAMS: {
         float **b = &x->borrowed[l][v & 1];
-        release_now(x, &x->state, *b, nb);
+        cdp_req_release_now(x, &x->state, *b, nb);
         *b = NULL;
         x->borrowed_version[l][v & 1] = -2;
         break;
@@ -869,16 +600,16 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
                 x->tick_act[t] = x->mem.live;   /* idle ticks hold what is live */
             cur = in->tick;
             x->comm->cur_tick = cur;
-            wait_due(x, cur);
-            progress(x);
+            cdp_req_wait_due(x, cur);
+            cdp_req_progress(x);
         }
         double t0 = x->cfg.trace ? now_s(x) : 0.0;
         execute(x, in, k0);
         if (x->cfg.trace)
             record(x, in, k0, t0);
-        progress(x);
+        cdp_req_progress(x);
     }
-    wait_all(x);
+    cdp_req_wait_all(x);
     x->tick_act[cur] = cdp_actmem_window(&x->mem);
     for (int t = cur + 1; t < x->ntick; t++)
         x->tick_act[t] = x->mem.live;

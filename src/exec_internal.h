@@ -1,0 +1,103 @@
+/* The executor's internals, shared by exec.c (the instructions) and
+ * exec_requests.c (MPI requests, staging and collectives).  Not installed. */
+#ifndef CDP_EXEC_INTERNAL_H
+#define CDP_EXEC_INTERNAL_H
+
+#include <time.h>
+#include "cdp/actmem.h"
+#include "cdp/batch.h"
+#include "cdp/exec.h"
+
+typedef struct pending {
+    MPI_Request req;
+    char *buf;          /* backend memory the request reads or writes */
+    size_t bytes;
+    void *staging;      /* host copy when the backend's memory is not MPI-addressable */
+    int is_recv;
+    int due;            /* sends: tick at which the receiver has posted (-1: none) */
+} pending;
+
+typedef struct deferred {
+    cdp_actmem *mem;
+    void *p;
+    size_t bytes;
+} deferred;
+
+struct cdp_exec {
+    cdp_exec_config cfg;
+    const cdp_model *m;
+    const cdp_backend *be;
+    cdp_comm *comm;
+    int N, B, L;
+    int mpi_direct;             /* MPI may read/write backend memory directly */
+    unsigned char *holds;       /* [L] */
+    int holds_all;
+    MPI_Comm stage_comm;        /* model-parallel dp: the ranks of this rank's stage */
+
+    cdp_actmem state, mem;
+    float *param[2][CDP_MAX_LAYERS], *mom[CDP_MAX_LAYERS], *full[CDP_MAX_LAYERS];
+    float *acc[CDP_MAX_LAYERS], *borrowed[CDP_MAX_LAYERS][2];
+    int64_t borrowed_version[CDP_MAX_LAYERS][2];
+    float *acc_block;           /* replicated dp: one block, one all-reduce */
+    float *scratch, *ws, *input_ws;
+    size_t scratch_bytes;       /* the largest stage's gradient */
+    int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
+    unsigned char reuse_grad[CDP_MAX_LAYERS];   /* l's full sum is finalized here and its
+                                 * next first contribution made here: APPLY clears it */
+    float *zeroed[CDP_MAX_LAYERS];  /* full[l] after an APPLY that cleared it: the next
+                                 * first backward of l adds to it (NULL: none) */
+    float *dead_zeroed[CDP_MAX_LAYERS];  /* a parameter slot cleared after its version's
+                                 * last read, for the APPLY that overwrites it */
+    int full_transient;         /* zero: full[l] lives from arrival to APPLY */
+    int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
+    int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
+    int input_worker;
+    int64_t slot_version[2][CDP_MAX_LAYERS];
+    int nslots[CDP_MAX_LAYERS];
+    int64_t updates[CDP_MAX_LAYERS];
+
+    /* activations of (worker, stage), index i*L + l */
+    float **act, **dact, **in_act, **x;
+    int32_t **labels;
+    size_t *act_bytes;
+
+    uint8_t *host_pixels;
+    int32_t *host_labels;
+    double *stats;              /* backend memory: loss sum, correct */
+    int64_t samples;
+    cdp_batcher batch;
+
+    pending *pend;
+    size_t npend, cappend;
+    cdp_actmem_block *staging;  /* free host staging buffers, reused by size */
+    size_t nstaging, capstaging;
+    deferred *defer;
+    size_t ndefer, capdefer;
+
+    int64_t *tick_act, *tick_bytes;
+    int ntick;
+
+    cdp_trace_event *ev;
+    size_t nev, capev;
+    struct timespec t_origin;
+};
+
+/* ---- exec_requests.c: every MPI request the executor posts is tracked, so
+ * that a buffer is touched only once no request uses it (wait_range, busy)
+ * and freed only once its sends are done (release_later) */
+
+/* a collective on backend memory, staged through the host when needed */
+typedef enum { COLL_ALLREDUCE, COLL_ALLREDUCE_STAGE, COLL_BCAST, COLL_REDUCE } coll_kind;
+
+int cdp_req_busy(const cdp_exec *x, const void *buf, size_t bytes);
+void cdp_req_progress(cdp_exec *x);
+void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes);
+void cdp_req_wait_due(cdp_exec *x, int tick);
+void cdp_req_wait_all(cdp_exec *x);
+void cdp_req_release_later(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes);
+void cdp_req_release_now(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes);
+void cdp_req_post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag, int due);
+void cdp_req_post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag);
+void cdp_req_collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int root);
+
+#endif
