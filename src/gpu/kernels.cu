@@ -176,7 +176,7 @@ __global__ static void k_sgd(size_t n, const float *theta_in, float *theta_out,
         float gs = __fmul_rn(g[i], gscale);
         if (zero_g)
             g[i] = 0.0f;
-        float d = wd != 0.0f ? __fadd_rn(gs, __fmul_rn(wd, t)) : gs;
+        float d = __fadd_rn(gs, __fmul_rn(wd, t));   /* also for wd = 0, as the CPU */
         float b;
         if (!buf)
             b = d;
