@@ -396,15 +396,14 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
      * saves more than the write-allocate costs (bench/RESULTS.md). */
     const int dead_clear = x->dead_zeroed[l] == dst;
     x->dead_zeroed[l] = NULL;
-    const int swap = x->nslots[l] == 2 && !x->acc_block && (!x->reuse_grad[l] || dead_clear) &&
-                     !cdp_req_busy(x, g, n * sizeof(float));
+    const int g_busy = cdp_req_busy(x, g, n * sizeof(float));
+    const int swap = x->nslots[l] == 2 && !x->acc_block && (!x->reuse_grad[l] || dead_clear) && !g_busy;
     if (!swap)
         cdp_req_wait_range(x, dst, n * sizeof(float));    /* sends of the version it overwrites */
     /* g is dead once read: clear it on the way for the stage's next first
      * backward (the same bits as beta = 0 where sgemm adds exactly, which
      * acc_in_place has probed) */
-    const int zero_g = x->reuse_grad[l] && !swap && dst != g &&
-                       !cdp_req_busy(x, g, n * sizeof(float));
+    const int zero_g = x->reuse_grad[l] && !swap && dst != g && !g_busy;
     const cdp_sgd *o = &x->cfg.sgd;
     x->be->sgd(n, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
                (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0, zero_g);
@@ -433,8 +432,8 @@ static void retire(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int l = in->stage;
     const int64_t u = k0 + in->version;
-    if (!(in->flags & CDP_F_LAST_USE) || !x->reuse_grad[l] || x->nslots[l] != 2 || x->acc_block || u < 0)
-        return;
+    if (!(in->flags & CDP_F_LAST_USE) || !x->reuse_grad[l] || x->nslots[l] != 2 || u < 0)
+        return;   /* (the all-reduce block is dp's: one slot) */
     const int slot = (int)(u & 1);
     float *p = x->param[slot][l];
     if (x->slot_version[slot][l] != u || cdp_req_busy(x, p, stage_bytes(x, l)))

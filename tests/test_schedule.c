@@ -21,11 +21,17 @@ static cdp_schedule build(int N, int L, int P, cdp_rule rule, int det, int K)
 }
 
 /* ---- hand values of the timeline */
-/* backward tick of (worker i, stage l, step st): DESIGN.md section 3 */
+/* ticks of (worker i, stage l, step st), DESIGN.md section 3: the worker
+ * starts at 2L*st + offset(i), runs forward l at start + l and backward l
+ * at start + 2L-1-l */
+static int start_tick_of(const cdp_schedule *s, int st, int i)
+{
+    return 2 * s->cfg.L * st + cdp_offset(s->cfg.N, s->cfg.L, s->cfg.rule, i);
+}
+
 static int bwd_tick_of(const cdp_schedule *s, int st, int i, int l)
 {
-    const int L = s->cfg.L;
-    return 2 * L * st + cdp_offset(s->cfg.N, L, s->cfg.rule, i) + 2 * L - 1 - l;
+    return start_tick_of(s, st, i) + 2 * s->cfg.L - 1 - l;
 }
 
 START_TEST(offsets_and_lags_by_hand)
@@ -77,8 +83,7 @@ static void check_structure(const cdp_schedule *s)
                 const int b = in->op == CDP_OP_BWD;
                 ck_assert_int_eq(s->worker_rank[i], r);
                 seen[((i * L + l) * K + st) * 2 + b]++;
-                int start = 2 * L * st + cdp_offset(N, L, c->rule, i);
-                ck_assert_int_eq(in->tick, b ? start + 2 * L - 1 - l : start + l);
+                ck_assert_int_eq(in->tick, b ? bwd_tick_of(s, st, i, l) : start_tick_of(s, st, i) + l);
                 ck_assert_int_eq(in->version, st - cdp_lag(N, L, c->rule, i, l));
                 /* the version it uses is applied on this rank already */
                 int v = in->version < 0 ? 0 : in->version;
