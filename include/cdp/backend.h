@@ -15,6 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Shape of one convolution over a micro-batch (see conv2d_fwd). */
+typedef struct cdp_conv_shape {
+    int B, Cin, H, W, Cout, KH, KW, stride, pad, OH, OW;
+} cdp_conv_shape;
+
 typedef struct cdp_backend {
     const char *name;   /* "cpu", "cuda" */
     int host_memory;    /* 1 if pointers from alloc() are host-addressable */
@@ -69,6 +74,73 @@ typedef struct cdp_backend {
                 float *buf, float lr, float mu, float wd, int first, int zero_g);
     /* x[B,dim] = pixels[B,dim] / 255.0f, pixels given on the host */
     void (*pixels_to_input)(size_t n, const uint8_t *host_pixels, float *x);
+
+    /* ---- image kernels (NCHW float32, PyTorch's layouts).  A backend may
+     * leave these NULL: models that need them then refuse to run on it with
+     * a message (cdp_model_check_backend).  Every one is deterministic and
+     * gives the same bits for every thread count. ---- */
+
+    /* Convolution, y[B,Cout,OH,OW] = conv(x[B,Cin,H,W], w[Cout,Cin,KH,KW]) + b
+     * (b NULL: no bias), OH = (H + 2*pad - KH)/stride + 1, likewise OW; zero
+     * padding.  ws: conv2d_ws_floats(s) floats of scratch. */
+    void (*conv2d_fwd)(const struct cdp_conv_shape *s, const float *x, const float *w,
+                       const float *b, float *y, float *ws);
+    /* dw[Cout,Cin,KH,KW] = dL/dw, db[Cout] = dL/db (db NULL: no bias),
+     * dx[B,Cin,H,W] = dL/dx (skipped when dx is NULL), from dy[B,Cout,OH,OW].
+     * accumulate: dw += dL/dw and db += dL/db, with the bits of computing
+     * them into a buffer of their own and adding that with add() after. */
+    void (*conv2d_bwd)(const struct cdp_conv_shape *s, const float *x, const float *w,
+                       const float *dy, float *dx, float *dw, float *db, int accumulate,
+                       float *ws);
+    size_t (*conv2d_ws_floats)(const struct cdp_conv_shape *s);
+
+    /* BatchNorm in training mode over one micro-batch, x[B,C,HW]: per
+     * channel c, over the n = B*HW values in the order b = 0..B-1, p =
+     * 0..HW-1, in double: mean = sum/n, M2 = sum of (x - mean)^2; then
+     * invstd = (float)(1 / sqrt(M2/n + eps)) and
+     * y = (x - (float)mean) * invstd * gamma + beta in float, in that order.
+     * Keeps save[2C] = {(float)mean[C], invstd[C]} for the backward and
+     * writes stats[2C] = {mean[C], M2[C]} in double (the step's running
+     * statistics are combined from these, DESIGN section 4). */
+    void (*bn_fwd_train)(int B, int C, int HW, const float *x, const float *gamma,
+                         const float *beta, float eps, float *y, float *save, double *stats);
+    /* Evaluation: y = (x - rmean) / sqrt(rvar + eps) * gamma + beta. */
+    void (*bn_fwd_eval)(int B, int C, int HW, const float *x, const float *gamma,
+                        const float *beta, const float *rmean, const float *rvar, float eps,
+                        float *y);
+    /* Backward of bn_fwd_train: with xhat = (x - mean) * invstd,
+     * dbeta = sum dy, dgamma = sum dy*xhat (per channel, double, fixed
+     * order), dx = gamma*invstd/n * (n*dy - dbeta - xhat*dgamma).  dx may
+     * equal dy.  accumulate: dgamma, dbeta added to (as conv2d_bwd). */
+    void (*bn_bwd)(int B, int C, int HW, const float *x, const float *gamma,
+                   const float *save, const float *dy, float *dx, float *dgamma,
+                   float *dbeta, int accumulate);
+    /* The step's running statistics (DESIGN section 4): combines N
+     * per-micro-batch (mean[C], M2[C]) pairs, pair w at stats + w*stride
+     * (doubles), each over n values, in worker order w = 0..N-1 with Chan et
+     * al.'s pairwise formula in double; then, with s_mean and the unbiased
+     * s_var = M2/(N*n - 1) of the whole step, rmean_out = (1-m)*rmean_in +
+     * m*(float)s_mean and rvar_out likewise, in float.  The outputs may
+     * alias the inputs but not the stats. */
+    void (*bn_running_update)(int C, int N, double n, const double *stats, size_t stride,
+                              const float *rmean_in, const float *rvar_in, float m,
+                              float *rmean_out, float *rvar_out);
+
+    /* Max pooling, k x k window, stride, padding that never wins (as
+     * nn.MaxPool2d), y[B,C,OH,OW]; idx[B,C,OH,OW] keeps the argmax (the
+     * first maximum in window order) as an offset in its input plane. */
+    void (*maxpool_fwd)(int B, int C, int H, int W, int k, int stride, int pad, int OH,
+                        int OW, const float *x, float *y, int32_t *idx);
+    /* dx = 0, then dx[argmax] += dy, in output order. */
+    void (*maxpool_bwd)(int B, int C, int H, int W, int OH, int OW, const int32_t *idx,
+                        const float *dy, float *dx);
+    /* Global average pooling, y[B,C] = mean over HW of x[B,C,HW] (sum in
+     * float in order p = 0..HW-1, then times 1/HW); backward
+     * dx[b,c,p] = dy[b,c] * (1/HW). */
+    void (*avgpool_fwd)(int B, int C, int HW, const float *x, float *y);
+    void (*avgpool_bwd)(int B, int C, int HW, const float *dy, float *dx);
+    /* y = a + b (y may alias a or b). */
+    void (*add3)(size_t n, const float *a, const float *b, float *y);
 
     /* Human-readable description for the banner (BLAS kernel, threads, device). */
     const char *(*describe)(void);
