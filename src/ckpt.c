@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -695,69 +696,96 @@ out:
 
 /* --------------------------------------------------------------- weights */
 
-typedef char st_name[32];
-
-/* The model's tensors fc{j}.weight, fc{j}.bias in layer order. */
-static int model_tensors(const cdp_model *m, const char *path, cdp_st_tensor *t, st_name *names,
-                         char *err, size_t errlen)
+/* The model's tensors (cdp_model.tensors) as safetensors entries: float
+ * tensors at their offsets, the update counters as int64 scalars. */
+static cdp_st_tensor *model_tensors(const cdp_model *m, const char *path, char *err,
+                                    size_t errlen)
 {
-    if (!m || m->nlayers < 1 || m->nlayers > CDP_MAX_LAYERS)
-        return st_fail(err, errlen, path, "invalid model");
-    for (int j = 0; j < m->nlayers; j++) {
-        int in = m->dims[j], out = m->dims[j + 1];
-        if (in <= 0 || out <= 0 ||
-            m->w_off[j] + (size_t)in * (size_t)out > m->nparams || m->b_off[j] + (size_t)out > m->nparams)
-            return st_fail(err, errlen, path, "invalid model layout at layer %d", j);
-        cdp_st_tensor *w = &t[2 * j], *b = &t[2 * j + 1];
-        memset(w, 0, 2 * sizeof *w);
-        snprintf(names[2 * j], sizeof names[0], "fc%d.weight", j);
-        snprintf(names[2 * j + 1], sizeof names[0], "fc%d.bias", j);
-        w->name = names[2 * j];
-        w->dtype = "F32";
-        w->ndim = 2;
-        w->shape[0] = out;
-        w->shape[1] = in;
-        b->name = names[2 * j + 1];
-        b->dtype = "F32";
-        b->ndim = 1;
-        b->shape[0] = out;
+    if (!m || m->ntensors < 1 || !m->tensors) {
+        st_fail(err, errlen, path, "invalid model");
+        return NULL;
     }
-    return 0;
+    cdp_st_tensor *t = calloc((size_t)m->ntensors, sizeof *t);
+    if (!t) {
+        st_fail(err, errlen, path, "out of memory");
+        return NULL;
+    }
+    for (int j = 0; j < m->ntensors; j++) {
+        const cdp_tensor_info *ti = &m->tensors[j];
+        t[j].name = ti->name;
+        t[j].ndim = ti->ndim;
+        memcpy(t[j].shape, ti->shape, sizeof t[j].shape);
+        t[j].dtype = ti->kind == CDP_TENSOR_COUNTER ? "I64" : "F32";
+        if (ti->kind != CDP_TENSOR_COUNTER && ti->off + ti->n > m->nparams) {
+            free(t);
+            st_fail(err, errlen, path, "invalid model layout at %s", ti->name);
+            return NULL;
+        }
+    }
+    return t;
 }
 
 int cdp_save_weights(const char *path, const cdp_model *m, const float *host_params,
-                     const char *const *metadata, char *err, size_t errlen)
+                     int64_t updates, const char *const *metadata, char *err, size_t errlen)
 {
-    cdp_st_tensor t[2 * CDP_MAX_LAYERS];
-    st_name names[2 * CDP_MAX_LAYERS];
-    if (model_tensors(m, path, t, names, err, errlen))
-        return -1;
     if (!host_params)
         return st_fail(err, errlen, path, "no parameters");
-    for (int j = 0; j < m->nlayers; j++) {
-        t[2 * j].data = host_params + m->w_off[j];
-        t[2 * j + 1].data = host_params + m->b_off[j];
-    }
-    return cdp_st_write(path, t, 2 * m->nlayers, metadata, err, errlen);
+    cdp_st_tensor *t = model_tensors(m, path, err, errlen);
+    if (!t)
+        return -1;
+    for (int j = 0; j < m->ntensors; j++)
+        t[j].data = m->tensors[j].kind == CDP_TENSOR_COUNTER ? (const void *)&updates
+                                                              : host_params + m->tensors[j].off;
+    int rc = cdp_st_write(path, t, m->ntensors, metadata, err, errlen);
+    free(t);
+    return rc;
 }
 
 int cdp_load_weights(const char *path, const cdp_model *m, float *host_params, char *err,
                      size_t errlen)
 {
-    cdp_st_tensor t[2 * CDP_MAX_LAYERS];
-    st_name names[2 * CDP_MAX_LAYERS];
-    if (model_tensors(m, path, t, names, err, errlen))
-        return -1;
     if (!host_params)
         return st_fail(err, errlen, path, "no parameter buffer");
-    for (int j = 0; j < m->nlayers; j++) {
-        t[2 * j].dst = host_params + m->w_off[j];
-        t[2 * j + 1].dst = host_params + m->b_off[j];
+    cdp_st_tensor *t = model_tensors(m, path, err, errlen);
+    if (!t)
+        return -1;
+    /* into a buffer of its own first: a refused file leaves host_params
+     * as it was */
+    int64_t *counters = calloc((size_t)m->ntensors, sizeof *counters);
+    float *tmp = malloc((m->nparams ? m->nparams : 1) * sizeof(float));
+    if (!counters || !tmp) {
+        free(t);
+        free(counters);
+        free(tmp);
+        return st_fail(err, errlen, path, "out of memory");
     }
+    for (int j = 0; j < m->ntensors; j++)
+        t[j].dst = m->tensors[j].kind == CDP_TENSOR_COUNTER ? (void *)&counters[j]
+                                                           : tmp + m->tensors[j].off;
     st_file f;
     int rc = st_open(&f, path, err, errlen);
     if (rc == 0)
-        rc = st_load(&f, t, 2 * m->nlayers, 1, "model expects", err, errlen);
+        rc = st_load(&f, t, m->ntensors, 1, "model expects", err, errlen);
     st_close(&f);
+    for (int j = 0; rc == 0 && j < m->ntensors; j++) {
+        const cdp_tensor_info *ti = &m->tensors[j];
+        for (size_t k = 0; ti->kind != CDP_TENSOR_COUNTER && k < ti->n; k++)
+            if (!isfinite(tmp[ti->off + k])) {
+                rc = st_fail(err, errlen, path, "%s[%zu] is %s: weights must be finite",
+                             ti->name, k, isnan(tmp[ti->off + k]) ? "nan" : "inf");
+                break;
+            }
+        /* update counters carry no state of cdp's (the step does): only sane */
+        if (ti->kind == CDP_TENSOR_COUNTER && counters[j] < 0)
+            rc = st_fail(err, errlen, path, "%s is negative (%lld)", ti->name,
+                         (long long)counters[j]);
+    }
+    for (int j = 0; rc == 0 && j < m->ntensors; j++)
+        if (m->tensors[j].kind != CDP_TENSOR_COUNTER)
+            memcpy(host_params + m->tensors[j].off, tmp + m->tensors[j].off,
+                   m->tensors[j].n * sizeof(float));
+    free(counters);
+    free(tmp);
+    free(t);
     return rc;
 }

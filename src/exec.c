@@ -68,6 +68,14 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
         free(x);
         return NULL;
     }
+    for (int l = 0; l < x->L; l++)
+        if (x->m->plan[l].slot_doubles && x->m->workers < x->N) {
+            snprintf(err, errlen, "internal error: the model was built for %d workers, not %d",
+                     x->m->workers, x->N);
+            cdp_batcher_free(&x->batch);
+            free(x);
+            return NULL;
+        }
     const cdp_backend *be = x->be;
     cdp_actmem_init(&x->state, be);
     cdp_actmem_init(&x->mem, be);
@@ -129,8 +137,8 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     if (!x->acc_in_place)
         x->scratch = cdp_actmem_alloc(&x->state, x->scratch_bytes);
     /* the backward's workspace is scratch like a BLAS workspace: not counted */
-    x->ws = be->alloc(cdp_model_ws_floats(x->m, x->B) * sizeof(float) + 64);
-    x->input_ws = be->alloc((size_t)x->B * x->m->dims[0] * sizeof(float) + 64);
+    x->ws = be->alloc(cdp_model_ws_floats(be, x->m, x->B) * sizeof(float) + 64);
+    x->input_ws = be->alloc((size_t)x->B * cdp_model_in(x->m) * sizeof(float) + 64);
     x->input_step = -1;
     x->stats = be->alloc(2 * sizeof(double));
     if (!x->stats || !x->ws || !x->input_ws) abort();
@@ -227,7 +235,7 @@ static const float *stage_params(cdp_exec *x, int l, int64_t v)
  * backward finds its input still there. */
 static void load_input(cdp_exec *x, int64_t k, int i)
 {
-    size_t n = (size_t)x->B * x->m->dims[0];
+    size_t n = (size_t)x->B * cdp_model_in(x->m);
     x->x[i] = x->input_ws;
     if (x->input_step == k && x->input_worker == i)
         return;
@@ -275,7 +283,7 @@ static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     }
     const float *input = stage_input(x, i, l);
     x->act[i * L + l] = cdp_actmem_alloc(&x->mem, x->act_bytes[l]);
-    cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats);
+    cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats, x->ws, 1);
     if (l == 0)
         drop_input(x, i);
 }
@@ -320,7 +328,7 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         x->zeroed[l] = NULL;
     float *grad = first || x->acc_in_place ? acquire_acc(x, l) : x->scratch;
     cdp_req_wait_range(x, grad, stage_bytes(x, l));
-    cdp_stage_bwd(x->be, x->m, l, B, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
+    cdp_stage_bwd(x->be, x->m, l, B, i, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
                   (!first && x->acc_in_place) || onto_zero);
     /* the previous stage's output was this stage's input: if its own
      * backward does not read it, nothing does any more */
@@ -405,8 +413,9 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
      * acc_in_place has probed) */
     const int zero_g = x->reuse_grad[l] && !swap && dst != g && !g_busy;
     const cdp_sgd *o = &x->cfg.sgd;
-    x->be->sgd(n, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l], cdp_sgd_lr(o, v - 1),
-               (float)o->momentum, (float)o->weight_decay, x->updates[l] == 0, zero_g);
+    cdp_stage_update(x->be, x->m, l, x->B, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l],
+                     cdp_sgd_lr(o, v - 1), (float)o->momentum, (float)o->weight_decay,
+                     x->updates[l] == 0, zero_g, x->ws);
     x->zeroed[l] = zero_g ? g : NULL;
     if (swap) {
         x->param[slot][l] = g;
@@ -698,7 +707,8 @@ int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_pea
 
 int64_t cdp_exec_workspace_bytes(const cdp_exec *x)
 {
-    return (int64_t)((cdp_model_ws_floats(x->m, x->B) + (size_t)x->B * x->m->dims[0]) * sizeof(float));
+    return (int64_t)((cdp_model_ws_floats(x->be, x->m, x->B) + (size_t)x->B * cdp_model_in(x->m)) *
+                     sizeof(float));
 }
 
 const cdp_trace_event *cdp_exec_trace(const cdp_exec *x, size_t *n)

@@ -26,11 +26,11 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
     /* versions: cur = P(k), prev = P(k-1) (P(-1) = P(0)) */
     float *cur = xalloc(be, bytes), *prev = xalloc(be, bytes), *next = xalloc(be, bytes);
     float *mom = xalloc(be, bytes), *g = xalloc(be, bytes), *gsum = xalloc(be, bytes);
-    float *ws = xalloc(be, cdp_model_ws_floats(m, B) * sizeof(float));
+    float *ws = xalloc(be, cdp_model_ws_floats(be, m, B) * sizeof(float));
     double *stats = xalloc(be, 2 * sizeof(double));
     float **act = calloc((size_t)L, sizeof *act);
     float **dout = calloc((size_t)L + 1, sizeof *dout);
-    size_t in_n = (size_t)B * m->dims[0];
+    size_t in_n = (size_t)B * cdp_model_in(m);
     float *x = xalloc(be, in_n * sizeof(float));
     int32_t *lab = xalloc(be, (size_t)B * sizeof(int32_t));
     uint8_t *hp = malloc(in_n);
@@ -42,6 +42,7 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
     }
     be->to_device(cur, params, bytes);
     be->copy(prev, cur, bytes);
+    be->copy(next, cur, bytes);   /* what no stage writes (padding) stays as given */
     be->zero(mom, bytes);
     be->zero(stats, 2 * sizeof(double));
 
@@ -58,20 +59,25 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
             }
             for (int l = 0; l < L; l++) {
                 const float *in = l == 0 ? x : cdp_stage_output(m, l - 1, B, act[l - 1]);
-                cdp_stage_fwd(be, m, l, B, w[l], in, act[l], l == L - 1 ? lab : NULL, stats);
+                cdp_stage_fwd(be, m, l, B, w[l], in, act[l], l == L - 1 ? lab : NULL, stats, ws, 1);
             }
             for (int l = L - 1; l >= 0; l--) {
                 const float *in = l == 0 ? x : cdp_stage_output(m, l - 1, B, act[l - 1]);
                 float *dst = i == 0 ? gsum + m->stage_off[l] : g + m->stage_off[l];
-                cdp_stage_bwd(be, m, l, B, w[l], in, act[l], l == L - 1 ? NULL : dout[l + 1],
+                cdp_stage_bwd(be, m, l, B, i, w[l], in, act[l], l == L - 1 ? NULL : dout[l + 1],
                               l == 0 ? NULL : dout[l], dst, ws, 0);
             }
             if (i > 0)
                 be->add(m->nparams, gsum, g);
         }
-        be->scale(m->nparams, gsum, 1.0f / (float)N);
-        be->sgd(m->nparams, cur, next, gsum, 1.0f, mom, cdp_sgd_lr(&c->sgd, k),
-                (float)c->sgd.momentum, (float)c->sgd.weight_decay, k == 0, 0);
+        /* the 1/N of the mean inside the update: the same bits as scaling
+         * first (backend.h sgd) */
+        for (int l = 0; l < L; l++) {
+            const size_t o = m->stage_off[l];
+            cdp_stage_update(be, m, l, B, cur + o, next + o, gsum + o, 1.0f / (float)N, mom + o,
+                             cdp_sgd_lr(&c->sgd, k), (float)c->sgd.momentum,
+                             (float)c->sgd.weight_decay, k == 0, 0, ws);
+        }
         float *t = prev;
         prev = cur;
         cur = next;

@@ -15,27 +15,14 @@
 
 static char g_dir[64];
 
-/* dims 5-4-3: W0 [4,5] at 0, b0 [4] at 20, W1 [3,4] at 24, b1 [3] at 36. */
+/* mlp:5-4-3: W0 [4,5] at 0, b0 [4] at 20, W1 [3,4] at 24, b1 [3] at 36. */
 static void make_model(cdp_model *m)
 {
-    memset(m, 0, sizeof *m);
-    m->nlayers = 2;
-    m->dims[0] = 5;
-    m->dims[1] = 4;
-    m->dims[2] = 3;
-    size_t off = 0;
-    for (int j = 0; j < m->nlayers; j++) {
-        m->w_off[j] = off;
-        off += (size_t)m->dims[j] * (size_t)m->dims[j + 1];
-        m->b_off[j] = off;
-        off += (size_t)m->dims[j + 1];
-    }
-    m->nparams = off;
-    m->nstages = 1;
-    m->stage_first[0] = 0;
-    m->stage_first[1] = 2;
-    m->stage_off[0] = 0;
-    m->stage_n[0] = off;
+    char err[256];
+    ck_assert_msg(cdp_model_parse("mlp:5-4-3", 1, m, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(m->nparams, 39);
+    ck_assert_uint_eq(m->tensors[1].off, 20);
+    ck_assert_uint_eq(m->tensors[2].off, 24);
 }
 
 static void fill_params(float *p, size_t n)
@@ -45,7 +32,7 @@ static void fill_params(float *p, size_t n)
     /* values whose bits must survive */
     p[3] = -0.0f;
     p[7] = 1e-40f; /* subnormal */
-    p[11] = INFINITY;
+    p[11] = 3.4028235e38f;
     p[13] = -3.4028235e38f;
 }
 
@@ -104,12 +91,12 @@ START_TEST(test_round_trip)
     memset(q, 0x5a, sizeof q);
     char path[128], err[256] = "";
     path_of(path, sizeof path, "rt.safetensors");
-    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
     ck_assert(memcmp(p, q, sizeof p) == 0);
     /* overwrite in place, atomically, and no temporary file left behind */
     p[0] = 1.25f;
-    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
     ck_assert(memcmp(p, q, sizeof p) == 0);
     char tmp[160];
@@ -128,7 +115,7 @@ START_TEST(test_metadata)
     const char *meta[] = {"epoch", "3", "note", "a \"quoted\" \\ line\nnext\ttab \xc3\xbc", NULL};
     char path[128], err[256] = "", out[128];
     path_of(path, sizeof path, "meta.safetensors");
-    ck_assert_msg(cdp_save_weights(path, &m, p, meta, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, meta, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(cdp_st_read_meta(path, "epoch", out, sizeof out, err, sizeof err) == 0, "%s", err);
     ck_assert_str_eq(out, "3");
     ck_assert_msg(cdp_st_read_meta(path, "note", out, sizeof out, err, sizeof err) == 0, "%s", err);
@@ -142,7 +129,7 @@ START_TEST(test_metadata)
     ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
     ck_assert(memcmp(p, q, sizeof p) == 0);
     /* a file without metadata */
-    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(cdp_st_read_meta(path, "epoch", out, sizeof out, err, sizeof err), -1);
     unlink(path);
 }
@@ -164,7 +151,7 @@ START_TEST(test_byte_layout)
     fill_params(p, m.nparams);
     char path[128], err[256] = "";
     path_of(path, sizeof path, "layout.safetensors");
-    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
 
     FILE *f = fopen(path, "rb");
     ck_assert_ptr_nonnull(f);
@@ -214,7 +201,7 @@ START_TEST(test_byte_layout)
     uint32_t bits0 = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 |
                      (uint32_t)data[3] << 24;
     memcpy(&first, &bits0, 4);
-    ck_assert(first == p[m.w_off[0]]);
+    ck_assert(first == p[m.tensors[0].off]);
     unlink(path);
 }
 END_TEST
@@ -331,6 +318,21 @@ START_TEST(test_refusals)
     write_raw(path, hdr, UINT64_MAX, zeros, 116);
     expect_refusal(path, "fc0.weight has dtype F16, expected F32");
 
+    /* non-finite weights are written as they are but never loaded */
+    {
+        float bad[39];
+        memcpy(bad, p, sizeof bad);
+        bad[11] = INFINITY;
+        path_of(path, sizeof path, "inf.safetensors");
+        ck_assert_msg(cdp_save_weights(path, &m, bad, 0, NULL, err, sizeof err) == 0, "%s", err);
+        expect_refusal(path, "fc0.weight[11] is inf: weights must be finite");
+        bad[11] = p[11];
+        bad[37] = NAN;
+        ck_assert_msg(cdp_save_weights(path, &m, bad, 0, NULL, err, sizeof err) == 0, "%s", err);
+        expect_refusal(path, "fc1.bias[1] is nan: weights must be finite");
+        unlink(path);
+    }
+
     /* a well-formed hand-made file loads */
     path_of(path, sizeof path, "manual.safetensors");
     snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 96, 144, 144, 156);
@@ -363,7 +365,7 @@ START_TEST(test_refusals)
 
     /* truncated data */
     path_of(path, sizeof path, "trunc.safetensors");
-    ck_assert_msg(cdp_save_weights(path, &m, p, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(truncate(path, st.st_size - 4), 0);
@@ -425,7 +427,7 @@ START_TEST(test_garbage_never_crashes)
     char path[128], bad[128], err[256];
     path_of(path, sizeof path, "fuzz-src.safetensors");
     path_of(bad, sizeof bad, "fuzz.safetensors");
-    ck_assert_msg(cdp_save_weights(path, &m, p, meta, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, meta, err, sizeof err) == 0, "%s", err);
     unsigned char buf[4096];
     FILE *f = fopen(path, "rb");
     size_t size = fread(buf, 1, sizeof buf, f);

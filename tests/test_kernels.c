@@ -11,6 +11,7 @@
 
 #include "cdp/backend.h"
 #include "cdp/model.h"
+#include "mlp_view.h"
 #include "cdp/rng.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -432,22 +433,22 @@ static double mlp_loss_d(const cdp_model *m, int B, const double *P, const doubl
                          const int32_t *lab, double *minpre)
 {
     int w = 0;
-    for (int j = 0; j <= m->nlayers; j++)
-        w = m->dims[j] > w ? m->dims[j] : w;
+    for (int j = 0; j <= MV(m)->nlayers; j++)
+        w = MV(m)->dims[j] > w ? MV(m)->dims[j] : w;
     double *a = malloc(sizeof(double) * (size_t)B * w), *y = malloc(sizeof(double) * (size_t)B * w);
-    memcpy(a, x, sizeof(double) * (size_t)B * m->dims[0]);
+    memcpy(a, x, sizeof(double) * (size_t)B * MV(m)->dims[0]);
     double mp = INFINITY;
-    for (int j = 0; j < m->nlayers; j++) {
-        int in = m->dims[j], out = m->dims[j + 1];
-        lin_d(B, in, out, a, P + m->w_off[j], P + m->b_off[j], y);
-        if (j < m->nlayers - 1)
+    for (int j = 0; j < MV(m)->nlayers; j++) {
+        int in = MV(m)->dims[j], out = MV(m)->dims[j + 1];
+        lin_d(B, in, out, a, P + MV(m)->w_off[j], P + MV(m)->b_off[j], y);
+        if (j < MV(m)->nlayers - 1)
             for (size_t k = 0; k < (size_t)B * out; k++) {
                 mp = fmin(mp, fabs(y[k]));
                 y[k] = fmax(y[k], 0.0);
             }
         memcpy(a, y, sizeof(double) * (size_t)B * out);
     }
-    double L = xent_d(B, m->dims[m->nlayers], a, lab);
+    double L = xent_d(B, MV(m)->dims[MV(m)->nlayers], a, lab);
     if (minpre)
         *minpre = mp;
     free(a);
@@ -469,35 +470,35 @@ static void stage_chain_fd(const char *spec, int stages, int B)
     /* larger weights than the default init: gradients of useful size */
     for (size_t k = 0; k < m.nparams; k++)
         P[k] *= 2.0f;
-    size_t nx = (size_t)B * m.dims[0];
+    size_t nx = (size_t)B * MV(&m)->dims[0];
     float *x = fbuf(nx), *dx0 = fbuf(nx);
     fill(x, nx, 50, -1, 1);
     int32_t lab[64];
     for (int i = 0; i < B; i++)
-        lab[i] = (int32_t)(cdp_rand_u64(5, 6, (uint64_t)i) % (uint64_t)m.dims[m.nlayers]);
+        lab[i] = (int32_t)(cdp_rand_u64(5, 6, (uint64_t)i) % (uint64_t)MV(&m)->dims[MV(&m)->nlayers]);
 
     float *act[CDP_MAX_LAYERS], *dxs[CDP_MAX_LAYERS];
-    float *ws = fbuf(cdp_model_ws_floats(&m, B));
+    float *ws = fbuf(cdp_model_ws_floats(be, &m, B));
     double stats[2] = {0, 0};
     const float *in = x;
     for (int l = 0; l < m.nstages; l++) {
         act[l] = fbuf(cdp_stage_act_floats(&m, l, B));
         dxs[l] = fbuf((size_t)B * cdp_stage_in(&m, l));
-        cdp_stage_fwd(be, &m, l, B, P + m.stage_off[l], in, act[l], lab, stats);
+        cdp_stage_fwd(be, &m, l, B, P + m.stage_off[l], in, act[l], lab, stats, ws, 1);
         in = cdp_stage_output(&m, l, B, act[l]);
     }
     for (int l = m.nstages - 1; l >= 0; l--) {
         const float *xin = l == 0 ? x : cdp_stage_output(&m, l - 1, B, act[l - 1]);
         const float *dout = l == m.nstages - 1 ? NULL : dxs[l + 1];
-        cdp_stage_bwd(be, &m, l, B, P + m.stage_off[l], xin, act[l], dout,
+        cdp_stage_bwd(be, &m, l, B, 0, P + m.stage_off[l], xin, act[l], dout,
                       l == 0 ? dx0 : dxs[l], G + m.stage_off[l], ws, 0);
     }
     /* stage 0 again without dx: the same parameter gradient, bit for bit */
     {
         float *G2 = fbuf(m.stage_n[0]);
         double st2[2] = {0, 0};
-        cdp_stage_fwd(be, &m, 0, B, P, x, act[0], lab, st2);
-        cdp_stage_bwd(be, &m, 0, B, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws, 0);
+        cdp_stage_fwd(be, &m, 0, B, P, x, act[0], lab, st2, ws, 1);
+        cdp_stage_bwd(be, &m, 0, B, 0, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws, 0);
         ck_assert_msg(memcmp(G2, G, m.stage_n[0] * sizeof(float)) == 0,
                       "%s: stage 0 gradient changes when dx is NULL", spec);
         free(G2);
@@ -830,15 +831,15 @@ START_TEST(model_partition)
     cdp_model m;
     char err[256];
     ck_assert(cdp_model_parse("mlp:784-256-128-10", 3, &m, err, sizeof err) == 0);
-    ck_assert_int_eq(m.nlayers, 3);
+    ck_assert_int_eq(MV(&m)->nlayers, 3);
     ck_assert_int_eq(m.nstages, 3);
     for (int l = 0; l <= 3; l++)
         ck_assert_int_eq(m.stage_first[l], l);
     ck_assert_uint_eq(m.nparams, 784u * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
-    ck_assert_uint_eq(m.w_off[0], 0);
-    ck_assert_uint_eq(m.b_off[0], 784u * 256);
-    ck_assert_uint_eq(m.w_off[1], 784u * 256 + 256);
-    ck_assert_uint_eq(m.stage_off[1], m.w_off[1]);
+    ck_assert_uint_eq(MV(&m)->w_off[0], 0);
+    ck_assert_uint_eq(MV(&m)->b_off[0], 784u * 256);
+    ck_assert_uint_eq(MV(&m)->w_off[1], 784u * 256 + 256);
+    ck_assert_uint_eq(m.stage_off[1], MV(&m)->w_off[1]);
     ck_assert_uint_eq(m.stage_n[0], 784u * 256 + 256);
     ck_assert_uint_eq(m.stage_n[2], 128u * 10 + 10);
     ck_assert_int_eq(cdp_stage_in(&m, 1), 256);
@@ -860,7 +861,8 @@ START_TEST(model_partition)
     float act[4 * 138];
     ck_assert_ptr_eq(cdp_stage_output(&m, 1, 4, act), act + 4 * 128);
     ck_assert_ptr_eq(cdp_stage_output(&m, 0, 4, act), act);
-    ck_assert(cdp_model_ws_floats(&m, 4) >= 2u * 4 * 256);
+    /* stage 1 keeps the gradient of fc1's output (128 per sample) */
+    ck_assert_uint_eq(cdp_model_ws_floats(cdp_backend_cpu(1), &m, 4), 4u * 128);
     /* flops: stage 0 = forward + dW of layer 0 (no dx) + bias terms */
     ck_assert(fabs(cdp_stage_flops(&m, 0, 2) - (2.0 * 2 * 784 * 256 * 2 + 2.0 * 2 * 256)) < 1e-6);
 
@@ -880,7 +882,7 @@ START_TEST(model_partition)
     for (int j = 0; j < CDP_MAX_LAYERS; j++)
         strcat(spec, "-3");
     ck_assert_msg(cdp_model_parse(spec, 0, &m, err, sizeof err) == 0, "%s", err);
-    ck_assert_int_eq(m.nlayers, CDP_MAX_LAYERS);
+    ck_assert_int_eq(MV(&m)->nlayers, CDP_MAX_LAYERS);
     strcat(spec, "-3");
     ck_assert(cdp_model_parse(spec, 0, &m, err, sizeof err) == -1);
     ck_assert(cdp_model_parse("mlp:2-65536", 0, &m, err, sizeof err) == 0);
@@ -905,7 +907,8 @@ START_TEST(model_bad_specs)
         ck_assert_msg(strncmp(err, "--model: ", 9) == 0, "'%s': '%s'", bad[k], err);
     }
     ck_assert(cdp_model_parse("xyz", 0, &m, err, sizeof err) == -1);
-    ck_assert_str_eq(err, "--model: expected mlp:IN-H1-...-OUT, got 'xyz'");
+    ck_assert(strncmp(err, "--model: expected one of mlp:IN-H1-...-OUT, resnet20", 52) == 0);
+    ck_assert(strstr(err, "got 'xyz'") != NULL);
     ck_assert(cdp_model_parse("mlp:784-256-128-10", 4, &m, err, sizeof err) == -1);
     ck_assert(strncmp(err, "--stages: ", 10) == 0);
     ck_assert(cdp_model_parse(NULL, 0, &m, err, sizeof err) == -1);
@@ -923,12 +926,12 @@ START_TEST(model_init_values)
     cdp_model_init(&m, 2, c);
     ck_assert(memcmp(a, b, m.nparams * sizeof(float)) == 0);
     ck_assert(memcmp(a, c, m.nparams * sizeof(float)) != 0);
-    for (int j = 0; j < m.nlayers; j++) {
-        float bound = 1.0f / sqrtf((float)m.dims[j]);
-        size_t n = (size_t)m.dims[j] * m.dims[j + 1] + m.dims[j + 1];
+    for (int j = 0; j < MV(&m)->nlayers; j++) {
+        float bound = 1.0f / sqrtf((float)MV(&m)->dims[j]);
+        size_t n = (size_t)MV(&m)->dims[j] * MV(&m)->dims[j + 1] + MV(&m)->dims[j + 1];
         double mean = 0, mx = 0;
         for (size_t k = 0; k < n; k++) {
-            float v = a[m.w_off[j] + k];
+            float v = a[MV(&m)->w_off[j] + k];
             ck_assert(v >= -bound && v <= bound);
             mean += v;
             mx = fmax(mx, fabs(v));
@@ -938,7 +941,7 @@ START_TEST(model_init_values)
         ck_assert(mx > 0.9 * bound);
     }
     /* W and b of a layer use different streams */
-    ck_assert(a[m.b_off[0]] != a[m.w_off[0]]);
+    ck_assert(a[MV(&m)->b_off[0]] != a[MV(&m)->w_off[0]]);
     free(a); free(b); free(c);
 }
 END_TEST
@@ -963,8 +966,9 @@ START_TEST(model_evaluate)
     be->pixels_to_input((size_t)n * 20, px, x);
     double st[2] = {0, 0};
     float *a0 = fbuf(cdp_stage_act_floats(&m, 0, n)), *a1 = fbuf(cdp_stage_act_floats(&m, 1, n));
-    cdp_stage_fwd(be, &m, 0, n, P + m.stage_off[0], x, a0, lab, st);
-    cdp_stage_fwd(be, &m, 1, n, P + m.stage_off[1], cdp_stage_output(&m, 0, n, a0), a1, lab, st);
+    float *ws = fbuf(cdp_model_ws_floats(be, &m, n));
+    cdp_stage_fwd(be, &m, 0, n, P + m.stage_off[0], x, a0, lab, st, ws, 0);
+    cdp_stage_fwd(be, &m, 1, n, P + m.stage_off[1], cdp_stage_output(&m, 0, n, a0), a1, lab, st, ws, 0);
     double ls, cr;
     cdp_model_evaluate(be, &m, P, px, lab, n, 7, &ls, &cr);
     ck_assert_msg(fabs(ls - st[0]) <= 1e-6 * st[0], "%.9g vs %.9g", ls, st[0]);
@@ -973,7 +977,7 @@ START_TEST(model_evaluate)
     ck_assert(fabs(ls - st[0]) <= 1e-6 * st[0] && cr == st[1]);
     cdp_model_evaluate(be, &m, P, px, lab, 0, 7, &ls, &cr);
     ck_assert(ls == 0 && cr == 0);
-    free(P); free(px); free(x); free(a0); free(a1);
+    free(P); free(px); free(x); free(a0); free(a1); free(ws);
 }
 END_TEST
 

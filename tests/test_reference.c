@@ -9,6 +9,7 @@
 #include "cdp/batch.h"
 #include "cdp/data.h"
 #include "cdp/model.h"
+#include "mlp_view.h"
 #include "cdp/reference.h"
 
 /* one micro-batch: loss gradient of the whole MLP into g (layout of cdp_model),
@@ -16,13 +17,13 @@
 static void grad_double(const cdp_model *m, double *const *w, const double *x, const int32_t *y,
                         int B, double *g)
 {
-    const int J = m->nlayers;
+    const int J = MV(m)->nlayers;
     double *a[CDP_MAX_LAYERS + 1], *d[CDP_MAX_LAYERS + 1];
     a[0] = (double *)x;
     for (int j = 0; j < J; j++) {
-        int in = m->dims[j], out = m->dims[j + 1], st = 0;
+        int in = MV(m)->dims[j], out = MV(m)->dims[j + 1], st = 0;
         while (m->stage_first[st + 1] <= j) st++;
-        const double *W = w[st] + m->w_off[j], *b = w[st] + m->b_off[j];
+        const double *W = w[st] + MV(m)->w_off[j], *b = w[st] + MV(m)->b_off[j];
         a[j + 1] = calloc((size_t)B * out, sizeof(double));
         for (int r = 0; r < B; r++)
             for (int o = 0; o < out; o++) {
@@ -31,7 +32,7 @@ static void grad_double(const cdp_model *m, double *const *w, const double *x, c
                 a[j + 1][r * out + o] = (j < J - 1 && s < 0) ? 0 : s;
             }
     }
-    int C = m->dims[J];
+    int C = MV(m)->dims[J];
     d[J] = calloc((size_t)B * C, sizeof(double));
     for (int r = 0; r < B; r++) {
         double mx = -INFINITY, se = 0;
@@ -41,17 +42,17 @@ static void grad_double(const cdp_model *m, double *const *w, const double *x, c
             d[J][r * C + c] = (exp(a[J][r * C + c] - mx) / se - (c == y[r])) / B;
     }
     for (int j = J - 1; j >= 0; j--) {
-        int in = m->dims[j], out = m->dims[j + 1], st = 0;
+        int in = MV(m)->dims[j], out = MV(m)->dims[j + 1], st = 0;
         while (m->stage_first[st + 1] <= j) st++;
-        const double *W = w[st] + m->w_off[j];
+        const double *W = w[st] + MV(m)->w_off[j];
         for (int o = 0; o < out; o++) {
             double sb = 0;
             for (int r = 0; r < B; r++) sb += d[j + 1][r * out + o];
-            g[m->b_off[j] + o] = sb;
+            g[MV(m)->b_off[j] + o] = sb;
             for (int k = 0; k < in; k++) {
                 double s = 0;
                 for (int r = 0; r < B; r++) s += d[j + 1][r * out + o] * a[j][r * in + k];
-                g[m->w_off[j] + o * in + k] = s;
+                g[MV(m)->w_off[j] + o * in + k] = s;
             }
         }
         d[j] = calloc((size_t)B * in, sizeof(double));

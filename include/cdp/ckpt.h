@@ -3,8 +3,9 @@
  * safetensors: 8-byte little-endian header length n, then n bytes of JSON
  * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
  *  "__metadata__": {...}}, then the raw little-endian data.  Tensor names for
- * the MLP are fc{j}.weight ([out, in], row-major, like PyTorch) and
- * fc{j}.bias ([out]) for the j-th Linear layer, j from 0. */
+ * every model are PyTorch's state_dict names and shapes (cdp_model's tensor
+ * list): fc{j}.weight [out, in] and fc{j}.bias for the j-th Linear layer of
+ * an mlp, torchvision's names for the ResNets. */
 #ifndef CDP_CKPT_H
 #define CDP_CKPT_H
 
@@ -12,11 +13,12 @@
 #include <stdint.h>
 #include "cdp/model.h"
 
-/* Writes the model's parameters (host memory, layout of cdp_model) to path,
- * atomically (temporary file + rename).  metadata: NULL or a NULL-terminated
+/* Writes the model's tensors (host memory, layout of cdp_model) to path,
+ * atomically (temporary file + rename); BatchNorm's num_batches_tracked is
+ * `updates`.  metadata: NULL or a NULL-terminated
  * list of key, value string pairs for "__metadata__".  0 or -1 with err. */
 int cdp_save_weights(const char *path, const cdp_model *m, const float *host_params,
-                     const char *const *metadata, char *err, size_t errlen);
+                     int64_t updates, const char *const *metadata, char *err, size_t errlen);
 
 /* Reads path into host_params (layout of cdp_model).  Refuses, with one line
  * in err naming the file and the problem: unreadable or truncated files, a

@@ -1,62 +1,150 @@
-/* The model: an MLP of Linear layers (ReLU between them, none after the
- * last) grouped into L contiguous stages, and the forward/backward of one
- * stage for one micro-batch.
+/* The model: layers (cdp/nn.h) strung into blocks, blocks cut into L
+ * contiguous stages, and the stage API the executor and the reference use.
  *
- * Parameters of all stages live in one contiguous buffer; stage l occupies
- * [stage_off[l], stage_off[l] + stage_n[l]) and, inside it, each layer j has
- * its weight W_j [out_j, in_j] followed by its bias b_j [out_j]. */
+ * A block is a small graph of layers with one input and one output tensor
+ * (a residual block: its main path, its shortcut, the add, the ReLU); a
+ * stage is a contiguous run of blocks, balanced by FLOPs, so exactly one
+ * tensor crosses a stage boundary and nothing above this interface needs to
+ * know what a layer is.
+ *
+ * Parameters of all stages live in one buffer of nparams floats; stage l
+ * occupies the region [stage_off[l], stage_off[l] + stage_n[l]):
+ *   [0, train_n)             trainable parameters, layer after layer
+ *                            (weight then bias), what the optimizer updates
+ *   [train_n, + buffer_n)    buffers: BatchNorm running mean and variance
+ *   [.., stage_n)            padding up to the statistics tail, below
+ * A gradient of the stage has the same size: its head is the gradient of the
+ * trainable parameters and its tail holds, for each of the N workers of the
+ * step, the worker's BatchNorm statistics (mean, M2 per channel, double) in
+ * a slot of its own.  Summing gradients elementwise (locally, around the
+ * ring, or in MPI_Allreduce) then carries every worker's statistics exactly
+ * (one non-zero term per element), and the update combines them in worker
+ * order (DESIGN section 4) into the new running statistics.  Stages without
+ * BatchNorm have no buffers and no tail. */
 #ifndef CDP_MODEL_H
 #define CDP_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "cdp/backend.h"
+#include "cdp/nn.h"
 
-#define CDP_MAX_LAYERS 64
+#define CDP_MAX_LAYERS 64      /* Linear layers of an mlp: spec */
+#define CDP_MAX_STAGES 256
+
+/* One tensor of the model's file (weights, checkpoints): PyTorch's
+ * state_dict name and shape, and where it lives in the parameter buffer. */
+typedef struct cdp_tensor_info {
+    char name[96];
+    cdp_tensor_kind kind;
+    int ndim;
+    int64_t shape[4];
+    size_t off, n;        /* floats in the parameter buffer (counter: none) */
+    int stage;
+} cdp_tensor_info;
+
+/* A tensor of the layer graph (activations, not parameters). */
+typedef struct cdp_node {
+    cdp_shape shape;
+    int producer;         /* layer index, -1 for the model's input */
+    int root;             /* the tensor whose storage it is (itself, or for
+                           * an in-place relu / flatten its input's root) */
+    int consumers;        /* layers reading it */
+} cdp_node;
+
+/* Per-stage layout, computed once (sizes per sample scale with B). */
+typedef struct cdp_stage_plan {
+    int first_layer, end_layer;   /* layers [first_layer, end_layer) */
+    int in_tensor, out_tensor;
+    size_t train_n, buffer_n;     /* floats */
+    size_t slot_doubles;          /* statistics of one worker (0: no BatchNorm) */
+    size_t act_ps;                /* activations per sample: tensors, then saved areas */
+    size_t act_fixed;             /* fixed saved floats (BatchNorm mean/invstd + statistics) */
+    size_t save_ps_base;          /* start of per-sample saved areas, per sample */
+    size_t ws_ps;                 /* backward gradient buffers per sample */
+    int delegate_relu;            /* the stage ends with a ReLU whose backward the next stage applies */
+    int reads_act;                /* cdp_stage_bwd_reads_act */
+} cdp_stage_plan;
 
 typedef struct cdp_model {
-    int nlayers;                      /* Linear layers */
-    int dims[CDP_MAX_LAYERS + 1];     /* dims[0] = input, dims[nlayers] = classes */
-    size_t w_off[CDP_MAX_LAYERS];     /* offset of W_j in the parameter buffer (floats) */
-    size_t b_off[CDP_MAX_LAYERS];     /* offset of b_j */
-    size_t nparams;
+    char name[64];                /* "mlp:784-256-128-10", "resnet20", ... */
+    cdp_shape input;
+    int classes;
+    int workers;                  /* N: slots of the statistics tail */
+    int nlayers;
+    cdp_layer *layers;
+    int nnodes;
+    cdp_node *nodes;              /* node 0 is the model input */
+    int *node_off;                /* storage offset per sample inside its stage's activations */
+    int nblocks;
+    int *block_first;             /* block b = layers [block_first[b], block_first[b+1]) */
+    double *block_flops;          /* forward + backward, one sample */
     int nstages;
-    int stage_first[CDP_MAX_LAYERS + 1]; /* stage l = layers [stage_first[l], stage_first[l+1]) */
-    size_t stage_off[CDP_MAX_LAYERS];
-    size_t stage_n[CDP_MAX_LAYERS];
+    int stage_first[CDP_MAX_STAGES + 1];  /* stage l = blocks [stage_first[l], stage_first[l+1]) */
+    size_t stage_off[CDP_MAX_STAGES];
+    size_t stage_n[CDP_MAX_STAGES];
+    cdp_stage_plan plan[CDP_MAX_STAGES];
+    size_t nparams;               /* floats of the whole parameter buffer */
+    int ntensors;
+    cdp_tensor_info *tensors;     /* the file's tensors, in file order */
+    size_t conv_ws_max_ps;        /* (informational) */
 } cdp_model;
 
-/* Parses "mlp:784-256-128-10" and partitions the layers into `stages`
- * contiguous stages balanced by FLOPs (stages <= 0: one layer per stage).
- * Returns 0, or -1 with one line in err. */
-int cdp_model_parse(const char *spec, int stages, cdp_model *m, char *err, size_t errlen);
+typedef struct cdp_model_config {
+    const char *spec;             /* --model */
+    int stages;                   /* <= 0: the model's default */
+    cdp_shape input;              /* from the data (c = 0: the spec's, or 1x28x28) */
+    int classes;                  /* from the data (0: the spec's, or 10) */
+    int workers;                  /* N (>= 1) */
+} cdp_model_config;
 
-/* nn.Linear's default initialisation: W and b uniform in
- * [-1/sqrt(in), 1/sqrt(in)], from seed (counter-based: identical on every rank). */
+/* Builds the model named by c->spec: "mlp:IN-H1-...-OUT", "resnet20",
+ * "resnet32", "resnet56", "resnet18", "resnet34", "resnet50" and the
+ * "-cifar" variants of the last three.  Returns 0, or -1 with one line in
+ * err.  Free with cdp_model_free. */
+int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t errlen);
+/* cdp_model_build with the spec's own input and classes (an mlp:) or
+ * 1x28x28 and 10 classes, one worker. */
+int cdp_model_parse(const char *spec, int stages, cdp_model *m, char *err, size_t errlen);
+void cdp_model_free(cdp_model *m);
+/* Names of the models --model accepts, for --help. */
+const char *cdp_model_names(void);
+
+/* Initialisation of every tensor (PyTorch's distributions), from seed
+ * (counter-based: identical on every rank).  The j-th tensor of the file
+ * draws from stream j. */
 void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params);
 
+/* 0 if the backend has every kernel the model needs, else -1 with err. */
+int cdp_model_check_backend(const cdp_model *m, const cdp_backend *be, char *err, size_t errlen);
+
 /* Floats of activations that stage l keeps for one micro-batch of B samples
- * between its forward and its backward (the outputs of its layers). */
+ * between its forward and its backward. */
 size_t cdp_stage_act_floats(const cdp_model *m, int l, int B);
-/* Floats of the workspace one stage backward needs (shared, not per worker). */
-size_t cdp_model_ws_floats(const cdp_model *m, int B);
-/* Input width and output width of stage l. */
+/* Floats of the workspace one stage forward or backward needs (shared by
+ * all stages and workers, not kept between instructions). */
+size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B);
+/* Floats per sample of the input of stage l and of its output. */
 int cdp_stage_in(const cdp_model *m, int l);
 int cdp_stage_out(const cdp_model *m, int l);
+/* Floats per sample of the model's input. */
+int cdp_model_in(const cdp_model *m);
 /* FLOPs of forward + backward of stage l for B samples. */
 double cdp_stage_flops(const cdp_model *m, int l, int B);
+/* Parameters (trainable and buffers) of the whole model, without padding. */
+size_t cdp_model_param_count(const cdp_model *m);
 
-/* Forward of stage l for one micro-batch: x [B, in] -> act (the stage's
- * activations; its output is the last B*out floats).  On the last stage the
- * loss is computed too: the output is replaced by dLoss/dlogits and stats
- * (backend memory, 2 doubles) accumulate loss sum and correct count. */
+/* Forward of stage l for one micro-batch: x [B, in] -> act.  On the last
+ * stage the loss is computed too: the logits are replaced by dLoss/dlogits
+ * and stats (backend memory, 2 doubles) accumulate loss sum and correct
+ * count.  train = 0: evaluation (BatchNorm uses its running statistics).
+ * ws: cdp_model_ws_floats floats. */
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
-                   const int32_t *labels, double *stats);
-/* Whether stage l's backward reads act at all (internal layer outputs, or
- * the loss gradient of the last stage).  When it does not, the stage's
- * output is needed only as the next stage's input, and can go as soon as
- * the next stage's backward is done. */
+                   const int32_t *labels, double *stats, float *ws, int train);
+/* Whether stage l's backward reads act at all.  When it does not, the
+ * stage's output is needed only as the next stage's input, and can go as
+ * soon as the next stage's backward is done. */
 int cdp_stage_bwd_reads_act(const cdp_model *m, int l);
 /* The stage's output inside act. */
 float *cdp_stage_output(const cdp_model *m, int l, int B, float *act);
@@ -64,21 +152,34 @@ float *cdp_stage_output(const cdp_model *m, int l, int B, float *act);
  * layer of the model at micro-batch B. */
 int cdp_model_accumulate_exact(const cdp_backend *be, const cdp_model *m, int B);
 
-/* Backward of stage l: given x (its input), act (from its forward) and dout
- * (dLoss/d of its last layer's pre-activation, [B, out]: the next stage's
- * dx; ignored on the last stage, whose act already holds it), writes the
- * stage's parameter gradient into grad (stage_n[l] floats) and into dx
- * (skipped when NULL) dLoss/dx multiplied by relu'(x), the gradient the
- * previous stage's last layer needs.  So no backward reads its own stage
- * output; act may be clobbered; ws holds cdp_model_ws_floats floats.
- * With accumulate, the gradient is added to grad instead (linear_bwd's
- * accumulate). */
-void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B,
+/* Backward of stage l for worker `worker`: given x (its input), act (from
+ * its forward) and dout (the gradient of its output, [B, out]; ignored on
+ * the last stage, whose act holds dlogits), writes the stage's gradient into
+ * grad (stage_n[l] floats: the head, and the worker's statistics slot of the
+ * tail) and into dx (skipped when NULL) dLoss/dx.  When the previous stage
+ * ends with a ReLU, dx is already masked by it (that stage's backward then
+ * starts from dout as it is: cdp_stage_bwd_reads_act).  act may be
+ * clobbered.  accumulate: the head is added to grad and the worker's slot
+ * written (the rest of the tail left alone); else the whole of grad is
+ * written (other slots zero). */
+void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int worker,
                    const float *stage_params, const float *x, float *act,
                    const float *dout, float *dx, float *grad, float *ws, int accumulate);
 
-/* Test-set evaluation on the host-side params (backend memory): loss sum and
- * correct count over n samples, in chunks of `chunk` rows. */
+/* The update of stage l (DESIGN section 4): SGD of the trainable head of
+ * theta_in with the summed gradient g times gscale into theta_out, and the
+ * running statistics of the buffers from g's tail (N workers of B samples).
+ * theta_out may equal theta_in or g.  zero_g: g is cleared (+0) once read,
+ * as backend sgd's zero_g (theta_out != g).  ws: cdp_model_ws_floats. */
+void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
+                      const float *theta_in, float *theta_out, float *g, float gscale,
+                      float *mom, float lr, float mu, float wd, int first, int zero_g,
+                      float *ws);
+
+/* Test-set evaluation on the parameters (backend memory): loss sum and
+ * correct count over n samples, in chunks of `chunk` rows, through the
+ * stages' forward in evaluation mode.  norm: NULL or the input
+ * normalisation (backend pixels_to_input). */
 void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *params,
                         const uint8_t *pixels, const int32_t *labels, int64_t n,
                         int chunk, double *loss_sum, double *correct);

@@ -57,6 +57,24 @@ static double wall(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The image shape of a data set kind, before it is loaded. */
+static cdp_shape data_kind_shape(const char *kind)
+{
+    if (!strcmp(kind, "cifar10"))
+        return (cdp_shape){ 3, 32, 32 };
+    return (cdp_shape){ 1, 28, 28 };
+}
+
+/* The image shape of a loaded data set. */
+static cdp_shape data_shape(const cdp_dataset *d)
+{
+    if (d->dim == 3072)
+        return (cdp_shape){ 3, 32, 32 };
+    if (d->dim == 784)
+        return (cdp_shape){ 1, 28, 28 };
+    return (cdp_shape){ d->dim, 1, 1 };
+}
+
 static int default_threads(void)
 {
     cpu_set_t set;
@@ -114,12 +132,20 @@ int main(int argc, char **argv)
 
     const int P = comm.size;
     const int N = o.workers ? o.workers : (P > 4 ? P : 4);
+    /* the model as the data set will shape it (for --plan and the
+     * schedule); built again below on the data's own shape */
     cdp_model model;
+    cdp_model_config mc = { o.model, o.stages, { 0, 0, 0 }, 0, N };
+    if (strncmp(o.model, "mlp:", 4) != 0)   /* an mlp: names its own input */
+        mc.input = data_kind_shape(o.data);
     if (o.plan && o.stages > 0) {
-        /* a plan may reason about more stages than the model has layers:
+        /* a plan may reason about more stages than the model has blocks:
          * its figures are then in stage-activation units */
-        cdp_model_parse(o.model, 0, &model, err, sizeof err);
-        if (o.stages > model.nlayers) {
+        cdp_model_config one = mc;
+        one.stages = 0;
+        bad = cdp_model_build(&one, &model, err, sizeof err);
+        FAIL_IF(bad, err);
+        if (o.stages > model.nblocks) {
             cdp_sched_config pc = { N, o.stages, P, o.rule, o.framework, o.deterministic, o.plan_steps };
             if (root)
                 bad = cdp_plan_print(stdout, &pc, NULL, o.batch, err, sizeof err);
@@ -129,8 +155,9 @@ int main(int argc, char **argv)
             MPI_Finalize();
             return 0;
         }
+        cdp_model_free(&model);
     }
-    bad = cdp_model_parse(o.model, o.stages, &model, err, sizeof err);
+    bad = cdp_model_build(&mc, &model, err, sizeof err);
     FAIL_IF(bad, err);
     const int L = model.nstages;
     cdp_sched_config sc = { N, L, P, o.rule, o.framework, o.deterministic, 1 };
@@ -165,16 +192,18 @@ int main(int argc, char **argv)
     cdp_data data;
     memset(&data, 0, sizeof data);
     if (!strcmp(o.data, "synthetic"))   /* shaped to fit the model's input */
-        bad = cdp_data_synthetic(model.dims[0], o.seed, &data, err, sizeof err);
+        bad = cdp_data_synthetic(cdp_model_in(&model), o.seed, &data, err, sizeof err);
     else
         bad = cdp_data_load(o.data, o.data_dir, o.seed, &data, err, sizeof err);
     FAIL_IF(bad, err);
-    if (!bad && data.train.dim != model.dims[0])
-        snprintf(err, sizeof err, "--model %s takes %d inputs but %s images have %d values",
-                 o.model, model.dims[0], data.name, data.train.dim), bad = 1;
-    else if (!bad && data.train.classes > model.dims[model.nlayers])
-        snprintf(err, sizeof err, "--model %s has %d outputs but %s has %d classes",
-                 o.model, model.dims[model.nlayers], data.name, data.train.classes), bad = 1;
+    /* the model on the data's shape and classes */
+    cdp_model_free(&model);
+    mc.input = data_shape(&data.train);
+    mc.classes = data.train.classes;
+    bad = cdp_model_build(&mc, &model, err, sizeof err);
+    FAIL_IF(bad, err);
+    FAIL_IF(model.nstages != L, "internal error: the data changed the stage count");
+    bad = cdp_model_check_backend(&model, be, err, sizeof err);
     FAIL_IF(bad, err);
     {
         int64_t d[3] = { data.train.n, data.test.n, data.train.dim }, dmin[3], dmax[3];
@@ -189,9 +218,10 @@ int main(int argc, char **argv)
     const int64_t total = o.steps ? o.steps : (int64_t)o.epochs * spe;
     const int nepochs = (int)((total + spe - 1) / spe);
 
-    float *params = malloc(model.nparams * sizeof(float));
-    float *final_params = malloc(model.nparams * sizeof(float));
-    float *init_params = malloc(model.nparams * sizeof(float));
+    /* zeroed: the floats between stages belong to none and stay +0 */
+    float *params = calloc(model.nparams, sizeof(float));
+    float *final_params = calloc(model.nparams, sizeof(float));
+    float *init_params = calloc(model.nparams, sizeof(float));
     if (!params || !final_params || !init_params) abort();
     cdp_model_init(&model, o.seed, params);
     if (o.init_weights[0]) {
@@ -238,8 +268,8 @@ int main(int argc, char **argv)
     cdp_options numerics = o;
     numerics.workers = N;
     const uint64_t numerics_hash = cdp_options_numerics_hash(&numerics);
-    float *prev_params = malloc(model.nparams * sizeof(float));
-    float *momentum = malloc(model.nparams * sizeof(float));
+    float *prev_params = calloc(model.nparams, sizeof(float));
+    float *momentum = calloc(model.nparams, sizeof(float));
     if (!prev_params || !momentum) abort();
     if (o.resume[0]) {
         bad = cdp_checkpoint_read(o.resume, &model, numerics_hash, &k, params, prev_params,
@@ -344,7 +374,7 @@ int main(int argc, char **argv)
         snprintf(step, sizeof step, "%lld", (long long)total);
         const char *meta[] = { "format", "pt", "producer", "cdp " PACKAGE_VERSION, "rule",
                                cdp_rule_name(o.rule), "step", step, NULL };
-        bad = cdp_save_weights(o.save_weights, &model, final_params, meta, err, sizeof err);
+        bad = cdp_save_weights(o.save_weights, &model, final_params, total, meta, err, sizeof err);
     }
     FAIL_IF(bad, err);
     if (o.trace[0]) {
@@ -385,6 +415,7 @@ int main(int argc, char **argv)
     cdp_exec_destroy(x);
     cdp_data_free(&data);
     free(params); free(final_params); free(init_params);
+    cdp_model_free(&model);
     MPI_Finalize();
     return 0;
 }

@@ -1,0 +1,129 @@
+/* Layers: the operations a network is made of, each written once above the
+ * backend (src/nn/, one file per kind).
+ *
+ * A layer reads one tensor (two for add) and writes one; tensors are float32,
+ * NCHW per micro-batch, shapes given per sample (cdp_shape).  A layer kind
+ * supplies, through cdp_layer_ops: its parameter tensors (PyTorch names,
+ * shapes, initialisation), forward in training and in evaluation mode,
+ * backward, FLOPs, and the bytes it keeps from forward to backward beyond
+ * its output (its "saved" area).  The model (src/models/) strings layers into
+ * blocks and stages and owns every offset; a layer sees only pointers. */
+#ifndef CDP_NN_H
+#define CDP_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cdp/backend.h"
+
+/* Shape of one sample: channels x height x width (features: c x 1 x 1). */
+typedef struct cdp_shape {
+    int c, h, w;
+} cdp_shape;
+
+static inline size_t cdp_shape_n(cdp_shape s)
+{
+    return (size_t)s.c * (size_t)s.h * (size_t)s.w;
+}
+
+typedef enum cdp_layer_kind {
+    CDP_LAYER_LINEAR,
+    CDP_LAYER_CONV2D,
+    CDP_LAYER_BATCHNORM2D,
+    CDP_LAYER_RELU,        /* in place: its output is its input's storage */
+    CDP_LAYER_MAXPOOL2D,
+    CDP_LAYER_AVGPOOL,     /* global average pooling, [C,H,W] -> [C,1,1] */
+    CDP_LAYER_FLATTEN,     /* [C,1,1] -> [C]: a view, no storage, no work */
+    CDP_LAYER_ADD,         /* residual add of two tensors */
+    CDP_LAYER_KINDS
+} cdp_layer_kind;
+
+/* What a parameter tensor is, for the tensor list and the update. */
+typedef enum cdp_tensor_kind {
+    CDP_TENSOR_PARAM,      /* trained by the optimizer */
+    CDP_TENSOR_BUFFER,     /* float state outside the optimizer (running statistics) */
+    CDP_TENSOR_COUNTER     /* int64 scalar (num_batches_tracked): the update count */
+} cdp_tensor_kind;
+
+/* How a layer's parameter tensor is initialised (from the model's seed). */
+typedef enum cdp_init_kind {
+    CDP_INIT_UNIFORM,      /* uniform in [-a, a] */
+    CDP_INIT_NORMAL,       /* normal, mean 0, standard deviation a */
+    CDP_INIT_CONST         /* every element a */
+} cdp_init_kind;
+
+typedef struct cdp_layer {
+    cdp_layer_kind kind;
+    char name[64];        /* PyTorch module path ("layer1.0.conv1"); "" for stateless */
+    int in, in2;          /* tensor indices read (in2: add only, else -1) */
+    int out;              /* tensor index written */
+    cdp_shape xs, ys;     /* input and output shape of one sample */
+    int k, stride, pad;   /* conv2d, maxpool2d: square kernel */
+    int bias;             /* conv2d: has a bias */
+    float eps, momentum;  /* batchnorm2d */
+    int fuse_relu;        /* linear followed by an in-place relu: one kernel */
+    /* set by the model: offsets in floats inside the stage's parameter
+     * region (weight first, then bias; gamma then beta), of the buffers
+     * (running mean, running var), of the saved area inside the stage's
+     * activations, and of the layer's statistics in a worker's slot (in
+     * doubles, batchnorm) */
+    size_t p_off, b_off, save_off, stat_off;
+} cdp_layer;
+
+/* One parameter tensor of a layer, as the layer kind describes it. */
+typedef struct cdp_param_desc {
+    const char *suffix;   /* "weight", "bias", "running_mean", ... */
+    cdp_tensor_kind kind;
+    int ndim;
+    int64_t shape[4];
+    cdp_init_kind init;
+    float a;
+} cdp_param_desc;
+
+/* Everything a forward or backward call gets.  p: the layer's trainable
+ * parameters (weight, then bias), bufs: its buffers, g: the gradient of p
+ * (same layout), save: its saved area, stats: its slot of statistics. */
+typedef struct cdp_layer_io {
+    const cdp_backend *be;
+    int B;
+    const float *p, *bufs;
+    float *g;
+    float *save;
+    double *stats;
+    const float *x, *x2;  /* inputs */
+    float *y;             /* output */
+    const float *dy;      /* backward: gradient of the output */
+    float *dx, *dx2;      /* backward: gradient of the inputs (NULL: not needed) */
+    int relu_dx;          /* backward: mask dx by x > 0 (x is a ReLU's output) */
+    int accumulate;       /* backward: add the parameter gradient into g */
+    float *ws;            /* conv2d scratch */
+} cdp_layer_io;
+
+typedef struct cdp_layer_ops {
+    const char *name;
+    /* output shape from the input shape; -1 with a message when invalid */
+    int (*shape)(cdp_layer *ly, char *err, size_t errlen);
+    /* the layer's parameter tensors (up to 8), in file order */
+    int (*params)(const cdp_layer *ly, cdp_param_desc *d);
+    /* floats kept from forward to backward, beyond the output: per sample
+     * (times B) and fixed */
+    size_t (*save_per_sample)(const cdp_layer *ly);
+    size_t (*save_fixed)(const cdp_layer *ly);
+    /* doubles of running statistics per micro-batch (batchnorm: 2C) */
+    size_t (*stat_doubles)(const cdp_layer *ly);
+    /* forward in training (train = 1) or evaluation mode */
+    void (*fwd)(const cdp_layer *ly, const cdp_layer_io *io, int train);
+    /* backward; also reads the output when reads_output says so */
+    void (*bwd)(const cdp_layer *ly, const cdp_layer_io *io);
+    /* 1 if the backward reads the layer's input, its output */
+    int reads_input, reads_output;
+    /* forward + backward FLOPs for B samples, with or without dx */
+    double (*flops)(const cdp_layer *ly, int B, int need_dx);
+    /* conv2d scratch in floats for B samples (NULL: none) */
+    size_t (*ws_floats)(const cdp_layer *ly, const cdp_backend *be, int B);
+    /* 1 if the backend has every kernel this layer needs */
+    int (*supported)(const cdp_backend *be);
+} cdp_layer_ops;
+
+const cdp_layer_ops *cdp_layer_ops_of(cdp_layer_kind kind);
+
+#endif

@@ -1,0 +1,36 @@
+/* Internal: what a model builder (mlp.c, resnet.c) calls to add blocks and
+ * layers, and what model.c does with the result. */
+#ifndef CDP_MODELS_BUILDER_H
+#define CDP_MODELS_BUILDER_H
+
+#include <stddef.h>
+#include "cdp/model.h"
+
+typedef struct mb {
+    cdp_model *m;
+    int cap_layers, cap_nodes, cap_blocks;
+    char *err;
+    size_t errlen;
+    int failed;
+} mb;
+
+/* Starts a block: the layers added until the next mb_block form it. */
+void mb_block(mb *b);
+/* Each returns the output tensor (node) index, or -1 after an error. */
+int mb_linear(mb *b, const char *name, int in, int out_features);
+int mb_conv(mb *b, const char *name, int in, int out_channels, int k, int stride, int pad,
+            int bias);
+int mb_bn(mb *b, const char *name, int in);
+int mb_relu(mb *b, int in);
+int mb_maxpool(mb *b, int in, int k, int stride, int pad);
+int mb_avgpool(mb *b, int in);
+int mb_flatten(mb *b, int in);
+int mb_add(mb *b, int x, int y);
+
+/* Builders: add blocks to b->m (input node 0 of shape m->input). 0, or -1
+ * with a message.  default_stages: the stage count when --stages is not
+ * given. */
+int cdp_build_mlp(mb *b, const char *spec, int *default_stages);
+int cdp_build_resnet(mb *b, const char *spec, int *default_stages);
+
+#endif

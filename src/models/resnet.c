@@ -1,0 +1,96 @@
+/* ResNets with torchvision's module names: resnet18/34/50 (ImageNet stem:
+ * 7x7/2 conv, 3x3/2 max pool), their -cifar variants (the small-image stem
+ * of the paper's code: 3x3/1 conv, no max pool), and He et al. 2016's
+ * CIFAR ResNets resnet20/32/56 (3 groups of BasicBlocks, widths 16/32/64,
+ * 1x1 conv + BatchNorm shortcut where the shape changes).  Blocks: the stem,
+ * each residual block, the head (pool, flatten, fc). */
+#include <stdio.h>
+#include <string.h>
+
+#include "builder.h"
+
+typedef struct resnet_spec {
+    const char *name;
+    int bottleneck;
+    int groups;
+    int blocks[4];
+    int width[4];
+    int stem;        /* 0: CIFAR (3x3/1 conv, no pool), 1: ImageNet */
+} resnet_spec;
+
+static const resnet_spec specs[] = {
+    { "resnet20", 0, 3, { 3, 3, 3 }, { 16, 32, 64 }, 0 },
+    { "resnet32", 0, 3, { 5, 5, 5 }, { 16, 32, 64 }, 0 },
+    { "resnet56", 0, 3, { 9, 9, 9 }, { 16, 32, 64 }, 0 },
+    { "resnet18", 0, 4, { 2, 2, 2, 2 }, { 64, 128, 256, 512 }, 1 },
+    { "resnet34", 0, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 1 },
+    { "resnet50", 1, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 1 },
+    { "resnet18-cifar", 0, 4, { 2, 2, 2, 2 }, { 64, 128, 256, 512 }, 0 },
+    { "resnet34-cifar", 0, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 0 },
+    { "resnet50-cifar", 1, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 0 },
+};
+
+static int conv_bn(mb *b, const char *block, const char *conv, const char *bn, int in,
+                   int out, int k, int stride, int pad)
+{
+    char n1[64], n2[64];
+    snprintf(n1, sizeof n1, "%s%s", block, conv);
+    snprintf(n2, sizeof n2, "%s%s", block, bn);
+    return mb_bn(b, n2, mb_conv(b, n1, in, out, k, stride, pad, 0));
+}
+
+/* BasicBlock (expansion 1) or Bottleneck (expansion 4, stride on the 3x3
+ * conv as torchvision's v1.5); returns the output and its channels */
+static int residual(mb *b, const char *name, int x, int cin, int planes, int stride,
+                    int bottleneck, int *cout)
+{
+    int a, out = bottleneck ? planes * 4 : planes;
+    if (bottleneck) {
+        a = mb_relu(b, conv_bn(b, name, ".conv1", ".bn1", x, planes, 1, 1, 0));
+        a = mb_relu(b, conv_bn(b, name, ".conv2", ".bn2", a, planes, 3, stride, 1));
+        a = conv_bn(b, name, ".conv3", ".bn3", a, out, 1, 1, 0);
+    } else {
+        a = mb_relu(b, conv_bn(b, name, ".conv1", ".bn1", x, planes, 3, stride, 1));
+        a = conv_bn(b, name, ".conv2", ".bn2", a, planes, 3, 1, 1);
+    }
+    int s = x;
+    if (stride != 1 || cin != out)
+        s = conv_bn(b, name, ".downsample.0", ".downsample.1", x, out, 1, stride, 0);
+    *cout = out;
+    return mb_relu(b, mb_add(b, a, s));
+}
+
+int cdp_build_resnet(mb *b, const char *spec, int *default_stages)
+{
+    const resnet_spec *r = NULL;
+    for (size_t k = 0; k < sizeof specs / sizeof *specs; k++)
+        if (strcmp(spec, specs[k].name) == 0)
+            r = &specs[k];
+    if (!r)
+        return -1;
+    cdp_model *m = b->m;
+    if (m->input.c == 0)
+        m->input = (cdp_shape){ 1, 28, 28 };
+    if (m->classes == 0)
+        m->classes = 10;
+
+    mb_block(b);
+    int c = r->width[0];
+    int x = conv_bn(b, "", "conv1", "bn1", 0, c, r->stem ? 7 : 3, r->stem ? 2 : 1,
+                    r->stem ? 3 : 1);
+    x = mb_relu(b, x);
+    if (r->stem)
+        x = mb_maxpool(b, x, 3, 2, 1);
+    for (int g = 0; g < r->groups; g++)
+        for (int i = 0; i < r->blocks[g]; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "layer%d.%d", g + 1, i);
+            mb_block(b);
+            x = residual(b, name, x, c, r->width[g], i == 0 && g > 0 ? 2 : 1, r->bottleneck, &c);
+        }
+    mb_block(b);
+    x = mb_flatten(b, mb_avgpool(b, x));
+    x = mb_linear(b, "fc", x, m->classes);
+    *default_stages = 4;
+    return x < 0 ? -1 : 0;
+}

@@ -1,0 +1,474 @@
+/* One stage's forward, backward and update, and evaluation, for any model:
+ * the layers of the stage are interpreted in order (forward) and in reverse
+ * (backward) with the offsets model.c laid out.
+ *
+ * Backward.  Gradients of the stage's tensors live in the workspace, each
+ * from the backward of its last reader (the first to run) to that of its
+ * producer; a first-fit assignment in floats per sample, the same in the dry
+ * run model.c makes to size the workspace and in every real run.  A tensor
+ * read by two layers (a residual block's input) receives the second
+ * contribution through a temporary and an add, always in the same order.
+ * The gradient of the stage's output is dout (read only) or, on the last
+ * stage, the dlogits the forward left in act; the gradient of its input is
+ * dx.  A ReLU whose only reader is a Linear is applied by that Linear's
+ * backward to its dx (the same bits as relu_bwd after it); a ReLU that ends
+ * a stage is applied by the next stage to its dx, so that no stage's
+ * backward reads its own output. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp/rng.h"
+#include "stage_internal.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static int root(const cdp_model *m, int t) { return m->nodes[t].root; }
+
+/* the ReLU reading tensor t, when t's only reader is a ReLU */
+static int relu_fused_into_linear(const cdp_model *m, int j)
+{
+    const cdp_layer *ly = &m->layers[j];
+    if (ly->kind != CDP_LAYER_RELU || m->nodes[ly->out].consumers != 1)
+        return 0;
+    for (int k = j + 1; k < m->nlayers; k++) {
+        const cdp_layer *c = &m->layers[k];
+        if (c->in == ly->out || c->in2 == ly->out)
+            return c->kind == CDP_LAYER_LINEAR && c->in2 < 0;
+    }
+    return 0;
+}
+
+/* whether the stage input is a ReLU output the previous stage left to this
+ * one, and whether this stage's only reader of it applies it itself */
+static int input_relu_pending(const cdp_model *m, int l)
+{
+    return l > 0 && m->plan[l - 1].delegate_relu;
+}
+
+static int input_relu_fused(const cdp_model *m, int l)
+{
+    if (!input_relu_pending(m, l) || m->nodes[m->plan[l].in_tensor].consumers != 1)
+        return 0;
+    const cdp_layer *first = &m->layers[m->plan[l].first_layer];
+    return first->kind == CDP_LAYER_LINEAR && first->in == m->plan[l].in_tensor;
+}
+
+int cdp_stage_skips_bwd(const cdp_model *m, int l, int j)
+{
+    const cdp_layer *ly = &m->layers[j];
+    if (ly->kind == CDP_LAYER_FLATTEN)
+        return 1;
+    if (ly->kind != CDP_LAYER_RELU)
+        return 0;
+    if (j == m->plan[l].end_layer - 1 && m->plan[l].delegate_relu)
+        return 1;
+    return relu_fused_into_linear(m, j);
+}
+
+static float *param_ptr(const float *p, size_t off) { return (float *)p + off; }
+
+/* the saved area and statistics of layer ly inside act */
+static float *save_ptr(const cdp_model *m, int l, const cdp_layer *ly, float *act, int B)
+{
+    const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+    const cdp_stage_plan *P = &m->plan[l];
+    if (ops->save_per_sample)
+        return act + (P->save_ps_base + ly->save_off) * (size_t)B;
+    if (ops->save_fixed)
+        return act + P->act_ps * (size_t)B + ly->save_off;
+    return NULL;
+}
+
+static double *stats_base(const cdp_model *m, int l, float *act, int B)
+{
+    const cdp_stage_plan *P = &m->plan[l];
+    return (double *)(act + P->act_ps * (size_t)B + P->act_fixed - 2 * P->slot_doubles);
+}
+
+/* storage of tensor t during stage l's forward */
+static float *fwd_ptr(const cdp_model *m, int l, int t, const float *x, float *act, int B)
+{
+    int r = root(m, t);
+    if (r == root(m, m->plan[l].in_tensor))
+        return (float *)x;
+    return act + (size_t)m->node_off[r] * (size_t)B;
+}
+
+float *cdp_stage_output(const cdp_model *m, int l, int B, float *act)
+{
+    return act + (size_t)m->node_off[root(m, m->plan[l].out_tensor)] * (size_t)B;
+}
+
+static float *conv_ws(const cdp_model *m, float *ws, int B)
+{
+    size_t grad = 0;
+    for (int l = 0; l < m->nstages; l++)
+        if (m->plan[l].ws_ps * (size_t)B > grad)
+            grad = m->plan[l].ws_ps * (size_t)B;
+    return ws + ((grad + 1) & ~(size_t)1);
+}
+
+/* ------------------------------------------------------------ forward */
+
+void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
+                   const float *stage_params, const float *x, float *act,
+                   const int32_t *labels, double *stats, float *ws, int train)
+{
+    const cdp_stage_plan *P = &m->plan[l];
+    double *st = stats_base(m, l, act, B);
+    for (int j = P->first_layer; j < P->end_layer; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        if (ly->kind == CDP_LAYER_FLATTEN)
+            continue;
+        if (ly->kind == CDP_LAYER_RELU && j > 0 && m->layers[j - 1].fuse_relu &&
+            m->layers[j - 1].out == ly->in)
+            continue;   /* done by the Linear */
+        cdp_layer_io io;
+        memset(&io, 0, sizeof io);
+        io.be = be;
+        io.B = B;
+        io.p = param_ptr(stage_params, ly->p_off);
+        io.bufs = param_ptr(stage_params, ly->b_off);
+        io.save = save_ptr(m, l, ly, act, B);
+        io.stats = st + ly->stat_off;
+        io.x = fwd_ptr(m, l, ly->in, x, act, B);
+        io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, x, act, B) : NULL;
+        io.y = fwd_ptr(m, l, ly->out, x, act, B);
+        io.ws = conv_ws(m, ws, B);
+        cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
+    }
+    if (l == m->nstages - 1)
+        be->xent(B, m->classes, fwd_ptr(m, l, P->out_tensor, x, act, B), labels, stats);
+}
+
+/* ------------------------------------------------------------ backward */
+
+/* First-fit assignment of gradient buffers, in floats per sample. */
+typedef struct galloc {
+    size_t off[64], len[64];
+    int n;
+    size_t high;
+} galloc;
+
+static size_t ga_get(galloc *a, size_t len)
+{
+    size_t at = 0;
+    int k = 0;
+    for (; k < a->n; k++) {     /* sorted by offset */
+        if (a->off[k] >= at + len)
+            break;
+        at = a->off[k] + a->len[k];
+    }
+    if (a->n == 64) abort();
+    memmove(&a->off[k + 1], &a->off[k], sizeof(size_t) * (size_t)(a->n - k));
+    memmove(&a->len[k + 1], &a->len[k], sizeof(size_t) * (size_t)(a->n - k));
+    a->off[k] = at;
+    a->len[k] = len;
+    a->n++;
+    if (at + len > a->high)
+        a->high = at + len;
+    return at;
+}
+
+static void ga_put(galloc *a, size_t off)
+{
+    for (int k = 0; k < a->n; k++)
+        if (a->off[k] == off) {
+            memmove(&a->off[k], &a->off[k + 1], sizeof(size_t) * (size_t)(a->n - k - 1));
+            memmove(&a->len[k], &a->len[k + 1], sizeof(size_t) * (size_t)(a->n - k - 1));
+            a->n--;
+            return;
+        }
+    abort();
+}
+
+enum { G_NONE, G_WS, G_EXT };
+
+typedef struct bwd_run {
+    const cdp_backend *be;
+    int B, worker, accumulate;
+    const float *params, *x;
+    float *act, *grad, *ws;
+    const float *dout;
+    float *dx;
+} bwd_run;
+
+/* The backward of stage l; r == NULL: a dry run that only assigns buffers.
+ * Returns the floats per sample of gradient buffers it used. */
+static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
+{
+    const cdp_stage_plan *P = &m->plan[l];
+    const int B = r ? r->B : 1;
+    galloc ga = { .n = 0, .high = 0 };
+    int *where = calloc((size_t)m->nnodes, sizeof *where);
+    size_t *goff = calloc((size_t)m->nnodes, sizeof *goff);
+    float **gext = calloc((size_t)m->nnodes, sizeof *gext);
+    if (!where || !goff || !gext) abort();
+    const int in_root = root(m, P->in_tensor), out_root = root(m, P->out_tensor);
+    const int last = l == m->nstages - 1;
+
+    /* the gradient of the output: dlogits in act, or dout */
+    where[out_root] = G_EXT;
+    if (r)
+        gext[out_root] = last ? cdp_stage_output(m, l, B, r->act) : (float *)r->dout;
+    /* where[in_root] stays G_NONE: the first contribution writes dx */
+    float *ws_grad = r ? r->ws : NULL;
+#define GP(t) (where[t] == G_EXT ? gext[t] : ws_grad + goff[t] * (size_t)B)
+
+    for (int j = P->end_layer - 1; j >= P->first_layer; j--) {
+        const cdp_layer *ly = &m->layers[j];
+        if (cdp_stage_skips_bwd(m, l, j))
+            continue;
+        const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+        const int ro = root(m, ly->out);
+        if (ly->kind == CDP_LAYER_RELU) {   /* in place on its gradient */
+            if (r) {
+                cdp_layer_io io = { .be = r->be, .B = B };
+                io.y = fwd_ptr(m, l, ly->out, r->x, r->act, B);
+                io.dx = GP(ro);
+                ops->bwd(ly, &io);
+            }
+            continue;
+        }
+        const int ins[2] = { ly->in, ly->in2 };
+        float *dxs[2] = { NULL, NULL };
+        size_t tmp[2];
+        int use_tmp[2] = { 0, 0 };
+        for (int q = 0; q < 2; q++) {
+            int a = ins[q];
+            if (a < 0 || (a == 0 && !(r && r->dx)))
+                continue;   /* no input, or the network's input (wanted by tests only) */
+            int ra = root(m, a);
+            if (where[ra] == G_NONE) {
+                if (ra == in_root) {
+                    where[ra] = G_EXT;
+                    if (r) gext[ra] = r->dx;
+                } else {
+                    where[ra] = G_WS;
+                    goff[ra] = ga_get(&ga, cdp_shape_n(m->nodes[ra].shape));
+                }
+                if (r) dxs[q] = GP(ra);
+            } else {
+                tmp[q] = ga_get(&ga, cdp_shape_n(m->nodes[ra].shape));
+                use_tmp[q] = 1;
+                if (r) dxs[q] = ws_grad + tmp[q] * (size_t)B;
+            }
+        }
+        if (r) {
+            cdp_layer_io io;
+            memset(&io, 0, sizeof io);
+            io.be = r->be;
+            io.B = B;
+            io.p = param_ptr(r->params, ly->p_off);
+            io.bufs = param_ptr(r->params, ly->b_off);
+            io.g = r->grad + ly->p_off;
+            io.save = save_ptr(m, l, ly, r->act, B);
+            io.x = fwd_ptr(m, l, ly->in, r->x, r->act, B);
+            io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, r->x, r->act, B) : NULL;
+            io.y = fwd_ptr(m, l, ly->out, r->x, r->act, B);
+            io.dy = GP(ro);
+            io.dx = dxs[0];
+            io.dx2 = dxs[1];
+            io.accumulate = r->accumulate;
+            io.ws = conv_ws(m, r->ws, B);
+            if (ly->kind == CDP_LAYER_LINEAR && io.dx) {
+                /* the ReLU whose output this Linear reads, fused into its dx */
+                int p = m->nodes[ly->in].producer;
+                if (root(m, ly->in) == in_root)
+                    io.relu_dx = input_relu_fused(m, l);
+                else
+                    io.relu_dx = p >= 0 && relu_fused_into_linear(m, p);
+            }
+            ops->bwd(ly, &io);
+            for (int q = 0; q < 2; q++)
+                if (use_tmp[q]) {
+                    int ra = root(m, ins[q]);
+                    float *dst = GP(ra);
+                    if (dst)
+                        r->be->add((size_t)B * cdp_shape_n(m->nodes[ra].shape), dst, dxs[q]);
+                }
+        }
+        for (int q = 0; q < 2; q++)
+            if (use_tmp[q])
+                ga_put(&ga, tmp[q]);
+        /* the output's gradient is dead once its producer has run */
+        if (where[ro] == G_WS && ly->out == ro)
+            ga_put(&ga, goff[ro]);
+    }
+    /* the previous stage's final ReLU, left to this stage */
+    if (r && r->dx && input_relu_pending(m, l) && !input_relu_fused(m, l))
+        r->be->relu_bwd((size_t)B * cdp_shape_n(m->nodes[P->in_tensor].shape), r->x, r->dx);
+#undef GP
+    free(where);
+    free(goff);
+    free(gext);
+    return ga.high;
+}
+
+size_t cdp_stage_bwd_plan(const cdp_model *m, int l)
+{
+    return bwd_walk(m, l, NULL);
+}
+
+void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int worker,
+                   const float *stage_params, const float *x, float *act,
+                   const float *dout, float *dx, float *grad, float *ws, int accumulate)
+{
+    const cdp_stage_plan *P = &m->plan[l];
+    bwd_run r = { be, B, worker, accumulate, stage_params, x, act, grad, ws, dout, dx };
+    bwd_walk(m, l, &r);
+    if (!P->slot_doubles)
+        return;
+    /* the worker's statistics into its slot of the tail; a first
+     * contribution also clears the other slots */
+    double *tail = (double *)(grad + P->train_n);
+    const size_t slot = P->slot_doubles;
+    if (!accumulate)
+        be->zero(grad + P->train_n, (m->stage_n[l] - P->train_n) * sizeof(float));
+    be->copy(tail + (size_t)worker * slot, stats_base(m, l, act, B), slot * sizeof(double));
+}
+
+/* ------------------------------------------------------------ update */
+
+void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
+                      const float *theta_in, float *theta_out, float *g, float gscale,
+                      float *mom, float lr, float mu, float wd, int first, int zero_g,
+                      float *ws)
+{
+    const cdp_stage_plan *P = &m->plan[l];
+    const double *stats = (const double *)(g + P->train_n);
+    if (P->slot_doubles && theta_out == g) {
+        /* the new buffers are written where the statistics are */
+        be->copy(ws, g + P->train_n, 2 * (size_t)m->workers * P->slot_doubles * sizeof(float));
+        stats = (const double *)ws;
+    }
+    be->sgd(P->train_n, theta_in, theta_out, g, gscale, mom, lr, mu, wd, first, zero_g);
+    if (!P->slot_doubles)
+        return;
+    for (int j = P->first_layer; j < P->end_layer; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        if (ly->kind != CDP_LAYER_BATCHNORM2D)
+            continue;
+        const int C = ly->xs.c;
+        const double n = (double)B * ly->xs.h * ly->xs.w;
+        be->bn_running_update(C, m->workers, n, stats + ly->stat_off, P->slot_doubles,
+                              theta_in + ly->b_off, theta_in + ly->b_off + C, ly->momentum,
+                              theta_out + ly->b_off, theta_out + ly->b_off + C);
+    }
+    if (zero_g && theta_out != g)
+        be->zero(g + P->train_n, (m->stage_n[l] - P->train_n) * sizeof(float));
+    if (theta_out == g)   /* the rest of the tail is no parameter: keep it +0 */
+        be->zero(g + P->train_n + P->buffer_n,
+                 (m->stage_n[l] - P->train_n - P->buffer_n) * sizeof(float));
+}
+
+/* ------------------------------------------------------------ evaluation */
+
+void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *params,
+                        const uint8_t *pixels, const int32_t *labels, int64_t n,
+                        int chunk, double *loss_sum, double *correct)
+{
+    *loss_sum = 0.0;
+    *correct = 0.0;
+    if (n <= 0)
+        return;
+    if (chunk <= 0)
+        chunk = 1024;
+    if ((int64_t)chunk > n)
+        chunk = (int)n;
+    const int L = m->nstages;
+    const size_t din = (size_t)cdp_model_in(m);
+    float *x = be->alloc((size_t)chunk * din * sizeof(float));
+    float *ws = be->alloc(cdp_model_ws_floats(be, m, chunk) * sizeof(float) + 64);
+    int32_t *lab = be->alloc((size_t)chunk * sizeof(int32_t));
+    double *stats = be->alloc(2 * sizeof(double));
+    float **act = calloc((size_t)L, sizeof *act);
+    int ok = x && ws && lab && stats && act;
+    for (int l = 0; ok && l < L; l++)
+        ok = (act[l] = be->alloc(cdp_stage_act_floats(m, l, chunk) * sizeof(float))) != NULL;
+    if (!ok) {
+        fprintf(stderr, "cdp: evaluation: out of %s memory for chunks of %d samples\n",
+                be->name, chunk);
+        *loss_sum = NAN;
+        *correct = NAN;
+        goto out;
+    }
+    be->zero(stats, 2 * sizeof(double));
+    for (int64_t s = 0; s < n; s += chunk) {
+        int rows = n - s < chunk ? (int)(n - s) : chunk;
+        be->pixels_to_input((size_t)rows * din, pixels + (size_t)s * din, x);
+        be->to_device(lab, labels + s, (size_t)rows * sizeof(int32_t));
+        const float *in = x;
+        for (int l = 0; l < L; l++) {
+            cdp_stage_fwd(be, m, l, rows, params + m->stage_off[l], in, act[l],
+                          l == L - 1 ? lab : NULL, stats, ws, 0);
+            in = cdp_stage_output(m, l, rows, act[l]);
+        }
+    }
+    double h[2];
+    be->sync();
+    be->to_host(h, stats, sizeof h);
+    *loss_sum = h[0];
+    *correct = h[1];
+out:
+    for (int l = 0; act && l < L; l++)
+        if (act[l])
+            be->free(act[l]);
+    free(act);
+    if (x) be->free(x);
+    if (ws) be->free(ws);
+    if (lab) be->free(lab);
+    if (stats) be->free(stats);
+}
+
+/* ------------------------------------------------------------ init */
+
+void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params)
+{
+    memset(host_params, 0, m->nparams * sizeof(float));
+    for (int j = 0; j < m->ntensors; j++) {
+        const cdp_tensor_info *t = &m->tensors[j];
+        if (t->kind == CDP_TENSOR_COUNTER)
+            continue;
+        /* the layer's description of this tensor */
+        cdp_param_desc d[8];
+        const cdp_layer *ly = NULL;
+        int nd = 0, k = 0;
+        for (int q = 0; q < m->nlayers && !ly; q++) {
+            size_t len = strlen(m->layers[q].name);
+            if (len && strncmp(t->name, m->layers[q].name, len) == 0 && t->name[len] == '.' &&
+                m->layers[q].kind != CDP_LAYER_RELU) {
+                nd = cdp_layer_ops_of(m->layers[q].kind)->params(&m->layers[q], d);
+                for (k = 0; k < nd; k++)
+                    if (strcmp(d[k].suffix, t->name + len + 1) == 0)
+                        break;
+                if (k < nd)
+                    ly = &m->layers[q];
+            }
+        }
+        if (!ly) abort();
+        float *p = host_params + t->off;
+        const float a = d[k].a;
+        switch (d[k].init) {
+        case CDP_INIT_UNIFORM:
+            /* (2u - 1) * a, u = cdp_rand_unit(seed, j, i), in float */
+            for (size_t i = 0; i < t->n; i++)
+                p[i] = (2.0f * cdp_rand_unit(seed, (uint64_t)j, i) - 1.0f) * a;
+            break;
+        case CDP_INIT_NORMAL:
+            /* Box-Muller on the pair (2i, 2i+1) of the stream, in double */
+            for (size_t i = 0; i < t->n; i++) {
+                double u1 = 1.0 - (double)cdp_rand_unit(seed, (uint64_t)j, 2 * i);
+                double u2 = (double)cdp_rand_unit(seed, (uint64_t)j, 2 * i + 1);
+                p[i] = (float)(a * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+            }
+            break;
+        case CDP_INIT_CONST:
+            for (size_t i = 0; i < t->n; i++)
+                p[i] = a;
+            break;
+        }
+    }
+}

@@ -1,0 +1,16 @@
+/* Internal to src/models: what model.c needs of stage.c while it lays a
+ * model out. */
+#ifndef CDP_MODELS_STAGE_INTERNAL_H
+#define CDP_MODELS_STAGE_INTERNAL_H
+
+#include <stddef.h>
+#include "cdp/model.h"
+
+/* 1 if stage l's backward skips layer j (a ReLU fused into its consumer's
+ * backward, or left to the next stage; a view) */
+int cdp_stage_skips_bwd(const cdp_model *m, int l, int j);
+/* Floats per sample of gradient buffers stage l's backward needs (a dry
+ * run of its backward's buffer assignment). */
+size_t cdp_stage_bwd_plan(const cdp_model *m, int l);
+
+#endif

@@ -1,0 +1,41 @@
+/* Residual add: y = a + b; both inputs receive the output's gradient. */
+#include <stdio.h>
+#include "layers.h"
+
+static int shape(cdp_layer *ly, char *err, size_t errlen)
+{
+    (void)err; (void)errlen;
+    ly->ys = ly->xs;
+    return 0;
+}
+
+static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
+{
+    (void)train;
+    io->be->add3((size_t)io->B * cdp_shape_n(ly->ys), io->x, io->x2, io->y);
+}
+
+static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    const size_t bytes = (size_t)io->B * cdp_shape_n(ly->ys) * sizeof(float);
+    if (io->dx)
+        io->be->copy(io->dx, io->dy, bytes);
+    if (io->dx2)
+        io->be->copy(io->dx2, io->dy, bytes);
+}
+
+static double flops(const cdp_layer *ly, int B, int need_dx)
+{
+    (void)need_dx;
+    return (double)B * cdp_shape_n(ly->ys);
+}
+
+static int supported(const cdp_backend *be)
+{
+    return be->add3 != NULL;
+}
+
+const cdp_layer_ops cdp_add_ops = {
+    .name = "add", .shape = shape, .fwd = fwd, .bwd = bwd, .flops = flops,
+    .supported = supported,
+};

@@ -1,0 +1,63 @@
+/* BatchNorm2d (DESIGN section 4): training normalises each micro-batch with
+ * its own statistics and keeps them, (mean, M2) per channel in double, for
+ * the step's running statistics, which the stage's update computes
+ * (cdp_stage_update); evaluation uses the running statistics. */
+#include "layers.h"
+
+static int shape(cdp_layer *ly, char *err, size_t errlen)
+{
+    (void)err; (void)errlen;
+    ly->ys = ly->xs;
+    return 0;
+}
+
+static int params(const cdp_layer *ly, cdp_param_desc *d)
+{
+    const int C = ly->xs.c;
+    d[0] = (cdp_param_desc){ "weight", CDP_TENSOR_PARAM, 1, { C }, CDP_INIT_CONST, 1.0f };
+    d[1] = (cdp_param_desc){ "bias", CDP_TENSOR_PARAM, 1, { C }, CDP_INIT_CONST, 0.0f };
+    d[2] = (cdp_param_desc){ "running_mean", CDP_TENSOR_BUFFER, 1, { C }, CDP_INIT_CONST, 0.0f };
+    d[3] = (cdp_param_desc){ "running_var", CDP_TENSOR_BUFFER, 1, { C }, CDP_INIT_CONST, 1.0f };
+    d[4] = (cdp_param_desc){ "num_batches_tracked", CDP_TENSOR_COUNTER, 0, { 0 }, CDP_INIT_CONST, 0.0f };
+    return 5;
+}
+
+/* mean and invstd as float, for the backward */
+static size_t save_fixed(const cdp_layer *ly) { return 2 * (size_t)ly->xs.c; }
+static size_t stat_doubles(const cdp_layer *ly) { return 2 * (size_t)ly->xs.c; }
+
+static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
+{
+    const int C = ly->xs.c, HW = ly->xs.h * ly->xs.w;
+    if (train)
+        io->be->bn_fwd_train(io->B, C, HW, io->x, io->p, io->p + C, ly->eps, io->y, io->save,
+                             io->stats);
+    else
+        io->be->bn_fwd_eval(io->B, C, HW, io->x, io->p, io->p + C, io->bufs, io->bufs + C,
+                            ly->eps, io->y);
+}
+
+static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    const int C = ly->xs.c, HW = ly->xs.h * ly->xs.w;
+    io->be->bn_bwd(io->B, C, HW, io->x, io->p, io->save, io->dy, io->dx, io->g, io->g + C,
+                   io->accumulate);
+}
+
+/* per element: forward ~4, backward ~6 */
+static double flops(const cdp_layer *ly, int B, int need_dx)
+{
+    (void)need_dx;
+    return 10.0 * B * (double)cdp_shape_n(ly->xs);
+}
+
+static int supported(const cdp_backend *be)
+{
+    return be->bn_fwd_train && be->bn_fwd_eval && be->bn_bwd && be->bn_running_update;
+}
+
+const cdp_layer_ops cdp_batchnorm2d_ops = {
+    .name = "batchnorm2d", .shape = shape, .params = params, .save_fixed = save_fixed,
+    .stat_doubles = stat_doubles, .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
+    .supported = supported,
+};

@@ -1,0 +1,18 @@
+/* The table of layer kinds. */
+#include <stddef.h>
+#include "layers.h"
+
+const cdp_layer_ops *cdp_layer_ops_of(cdp_layer_kind kind)
+{
+    switch (kind) {
+    case CDP_LAYER_LINEAR: return &cdp_linear_ops;
+    case CDP_LAYER_CONV2D: return &cdp_conv2d_ops;
+    case CDP_LAYER_BATCHNORM2D: return &cdp_batchnorm2d_ops;
+    case CDP_LAYER_RELU: return &cdp_relu_ops;
+    case CDP_LAYER_MAXPOOL2D: return &cdp_maxpool2d_ops;
+    case CDP_LAYER_AVGPOOL: return &cdp_avgpool_ops;
+    case CDP_LAYER_FLATTEN: return &cdp_flatten_ops;
+    case CDP_LAYER_ADD: return &cdp_add_ops;
+    default: return NULL;
+    }
+}

@@ -1,0 +1,10 @@
+/* Internal: the layer kinds of src/nn, one file each. */
+#ifndef CDP_NN_LAYERS_H
+#define CDP_NN_LAYERS_H
+
+#include "cdp/nn.h"
+
+extern const cdp_layer_ops cdp_linear_ops, cdp_conv2d_ops, cdp_batchnorm2d_ops, cdp_relu_ops,
+    cdp_maxpool2d_ops, cdp_avgpool_ops, cdp_flatten_ops, cdp_add_ops;
+
+#endif
