@@ -1,5 +1,5 @@
 /* The CPU backend: host memory (64-byte aligned) and the kernels of
- * kernels_cpu.c, behind the cdp_backend interface. */
+ * kernels_cpu.c, kernels_conv.c, kernels_norm.c and kernels_pool.c, behind the cdp_backend interface. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +59,18 @@ static const cdp_backend cpu_backend = {
     .scale = cdp_cpu_scale,
     .sgd = cdp_cpu_sgd,
     .pixels_to_input = cdp_cpu_pixels_to_input,
+    .conv2d_fwd = cdp_cpu_conv2d_fwd,
+    .conv2d_bwd = cdp_cpu_conv2d_bwd,
+    .conv2d_ws_floats = cdp_cpu_conv2d_ws_floats,
+    .bn_fwd_train = cdp_cpu_bn_fwd_train,
+    .bn_fwd_eval = cdp_cpu_bn_fwd_eval,
+    .bn_bwd = cdp_cpu_bn_bwd,
+    .bn_running_update = cdp_cpu_bn_running_update,
+    .maxpool_fwd = cdp_cpu_maxpool_fwd,
+    .maxpool_bwd = cdp_cpu_maxpool_bwd,
+    .avgpool_fwd = cdp_cpu_avgpool_fwd,
+    .avgpool_bwd = cdp_cpu_avgpool_bwd,
+    .add3 = cdp_cpu_add3,
     .describe = cpu_describe,
 };
 

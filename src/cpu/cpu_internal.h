@@ -1,6 +1,9 @@
 /* Internal interface of the CPU backend (src/cpu only).
  *
  * kernels_cpu.c   the kernels (OpenBLAS sgemm + OpenMP elementwise loops)
+ * kernels_conv.c  convolution (im2col / col2im + sgemm)
+ * kernels_norm.c  batchnorm (train, eval, backward, running statistics)
+ * kernels_pool.c  max and global average pooling, add3
  * backend_cpu.c   the cdp_backend struct, memory, thread set-up, describe()
  * blas_setup.c    process set-up before MPI_Init (BLAS kernel, OpenMP wait
  *                 policy) and the BLAS identification for the banner
@@ -35,6 +38,45 @@ void cdp_cpu_scale(size_t n, float *x, float a);
 void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
                  float *buf, float lr, float mu, float wd, int first, int zero_g);
 void cdp_cpu_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
+
+/* ---- image kernels (kernels_conv.c, kernels_norm.c, kernels_pool.c) ---- */
+struct cdp_conv_shape;
+void cdp_cpu_conv2d_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                        const float *b, float *y, float *ws);
+void cdp_cpu_conv2d_bwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                        const float *dy, float *dx, float *dw, float *db, int accumulate,
+                        float *ws);
+size_t cdp_cpu_conv2d_ws_floats(const struct cdp_conv_shape *s);
+/* Columns (output pixels) a convolution's GEMM aims at per chunk of whole
+ * samples (kernels_conv.c, "Layout"); a constant, here so that
+ * bench/conv_kernels.c can compare layouts.  Changing it changes bits and
+ * the workspace size. */
+extern int cdp_cpu_conv_cols;
+
+void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
+                          const float *beta, float eps, float *y, float *save, double *stats);
+void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
+                         const float *beta, const float *rmean, const float *rvar, float eps,
+                         float *y);
+void cdp_cpu_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
+                    const float *save, const float *dy, float *dx, float *dgamma,
+                    float *dbeta, int accumulate);
+void cdp_cpu_bn_running_update(int C, int N, double n, const double *stats, size_t stride,
+                               const float *rmean_in, const float *rvar_in, float m,
+                               float *rmean_out, float *rvar_out);
+
+void cdp_cpu_maxpool_fwd(int B, int C, int H, int W, int k, int stride, int pad, int OH,
+                         int OW, const float *x, float *y, int32_t *idx);
+void cdp_cpu_maxpool_bwd(int B, int C, int H, int W, int OH, int OW, const int32_t *idx,
+                         const float *dy, float *dx);
+void cdp_cpu_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
+void cdp_cpu_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
+void cdp_cpu_add3(size_t n, const float *a, const float *b, float *y);
+
+/* OpenMP clause of a loop over n independent elements or planes (n counts
+ * the floats touched): parallel from CDP_CPU_OMP_MIN on, else serial. */
+#define CDP_CPU_PAR(n) if ((size_t)(n) >= (size_t)CDP_CPU_OMP_MIN && cdp_cpu_omp_threads > 1) \
+    num_threads(cdp_cpu_omp_threads) schedule(static)
 
 /* Number of OpenMP threads the kernels may use (set by cdp_backend_cpu). */
 extern int cdp_cpu_omp_threads;

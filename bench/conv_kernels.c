@@ -1,0 +1,177 @@
+/* conv_kernels: GFLOP/s of the CPU backend's convolution (im2col + sgemm,
+ * src/cpu/kernels_conv.c) per layer shape and per layout, against plain
+ * cblas_sgemm of the same M, N, K.
+ *
+ * Shapes: resnet18 with the CIFAR stem on 1x28x28 at B = 64 (3x3 convs on
+ * 28x28/64, 14x14/128, 7x7/256, 4x4/512, the stride-2 3x3 convs and 1x1
+ * shortcuts between them) and resnet20 at B = 128 (16/32/64 channels on
+ * 28/14/7).  Layouts (cdp_cpu_conv_cols, the columns a chunk of whole
+ * samples aims at): 1 = one sample per GEMM, 1024 and 4096, and "batch" =
+ * the whole micro-batch in one im2col and one GEMM.  The layout comparison
+ * runs on 1 thread with CDP_GEMM_SPLIT=1 (so "batch" is one chunk); the
+ * default layout is then also timed with 2 threads (split 2).
+ *
+ * fwd GFLOP/s = 2*Cout*K*B*P / time (K = Cin*KH*KW, P = OH*OW);
+ * bwd counts dw and dx: 4*Cout*K*B*P / time.  "sgemm" times
+ * y[Cout, B*P] = w[Cout, K] col[K, B*P] (fwd) and dw = dy col^T plus
+ * dcol = w^T dy (bwd) as single-threaded sgemm calls on ready operands:
+ * the bound without im2col, col2im and layout copies.  Best of REPS runs;
+ * the machines are noisy, compare within one run.
+ *
+ * Build (after ./bootstrap; links the in-tree libcdp):
+ *     gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc/cpu bench/conv_kernels.c \
+ *         -o conv_kernels -L.libs -lcdp -Wl,-rpath,$PWD/.libs -lopenblas -lm
+ * Run:
+ *     ./conv_kernels [REPS]          (default 3)
+ * Each cell is "fwd / bwd" GFLOP/s; "all" is total flops over total time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cblas.h>
+
+#include "cdp/backend.h"
+#include "cpu_internal.h"
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+struct shp {
+    const char *net;
+    int B, Cin, H, Cout, k, stride, pad;
+};
+
+static const struct shp shapes[] = {
+    {"r18 stem", 64, 1, 28, 64, 3, 1, 1},
+    {"r18 l1", 64, 64, 28, 64, 3, 1, 1},
+    {"r18 l2 s2", 64, 64, 28, 128, 3, 2, 1},
+    {"r18 l2 sc", 64, 64, 28, 128, 1, 2, 0},
+    {"r18 l2", 64, 128, 14, 128, 3, 1, 1},
+    {"r18 l3 s2", 64, 128, 14, 256, 3, 2, 1},
+    {"r18 l3 sc", 64, 128, 14, 256, 1, 2, 0},
+    {"r18 l3", 64, 256, 7, 256, 3, 1, 1},
+    {"r18 l4 s2", 64, 256, 7, 512, 3, 2, 1},
+    {"r18 l4 sc", 64, 256, 7, 512, 1, 2, 0},
+    {"r18 l4", 64, 512, 4, 512, 3, 1, 1},
+    {"r20 l1", 128, 16, 28, 16, 3, 1, 1},
+    {"r20 l2 s2", 128, 16, 28, 32, 3, 2, 1},
+    {"r20 l2 sc", 128, 16, 28, 32, 1, 2, 0},
+    {"r20 l2", 128, 32, 14, 32, 3, 1, 1},
+    {"r20 l3 s2", 128, 32, 14, 64, 3, 2, 1},
+    {"r20 l3 sc", 128, 32, 14, 64, 1, 2, 0},
+    {"r20 l3", 128, 64, 7, 64, 3, 1, 1},
+};
+
+static float *buf(size_t n)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64 + 64);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    return p;
+}
+
+static int reps = 3;
+
+/* best fwd and bwd seconds of the backend's kernels for the current layout */
+static void time_conv(const cdp_backend *be, const cdp_conv_shape *s, const float *x,
+                      const float *w, const float *b, const float *dy, float *y, float *dx,
+                      float *dw, float *db, double *tf, double *tb)
+{
+    float *ws = buf(be->conv2d_ws_floats(s) + 1);
+    *tf = *tb = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        be->conv2d_fwd(s, x, w, b, y, ws);
+        double t1 = now();
+        be->conv2d_bwd(s, x, w, dy, dx, dw, db, 0, ws);
+        double t2 = now();
+        if (t1 - t0 < *tf) *tf = t1 - t0;
+        if (t2 - t1 < *tb) *tb = t2 - t1;
+    }
+    free(ws);
+}
+
+int main(int argc, char **argv)
+{
+    cdp_backend_cpu_preinit(argc, argv);
+    if (argc > 1)
+        reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : 3;
+    setenv("CDP_GEMM_SPLIT", "1", 1);
+    const cdp_backend *be = cdp_backend_cpu(1);
+    printf("# %s\n", be->describe());
+    printf("# GFLOP/s; fwd | bwd (dw + dx).  layouts on 1 thread (split 1); "
+           "def/2t = cols %d on 2 threads (split 2)\n", cdp_cpu_conv_cols);
+    printf("%-10s %4s %4s %4s %5s  %-11s %-11s %-11s %-11s %-11s %-11s\n", "shape",
+           "Cout", "P", "B", "K", "sgemm", "per-sample", "cols 1024", "cols 4096",
+           "batch", "def/2t");
+    static const int layouts[4] = {1, 1024, 4096, 1 << 30};
+    double tot_t[6][2] = {{0}}, tot_f = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const struct shp *h = &shapes[i];
+        cdp_conv_shape s = {h->B, h->Cin, h->H, h->H, h->Cout, h->k, h->k, h->stride, h->pad,
+                            0, 0};
+        s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+        s.OW = s.OH;
+        int K = s.Cin * s.KH * s.KW, P = s.OH * s.OW, N = s.B * P;
+        double fl = 2.0 * s.Cout * (double)K * N;
+        float *x = buf((size_t)s.B * s.Cin * s.H * s.W), *w = buf((size_t)s.Cout * K);
+        float *b = buf(s.Cout), *dy = buf((size_t)s.B * s.Cout * P);
+        float *y = buf((size_t)s.B * s.Cout * P), *dx = buf((size_t)s.B * s.Cin * s.H * s.W);
+        float *dw = buf((size_t)s.Cout * K), *db = buf(s.Cout);
+        /* plain sgemm on ready operands, one thread */
+        float *col = buf((size_t)K * N), *ym = buf((size_t)s.Cout * N);
+        double gf = 1e30, gb = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Cout, N, K, 1.0f, w, K,
+                        col, N, 0.0f, ym, N);
+            double t1 = now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.Cout, K, N, 1.0f, ym, N,
+                        col, N, 0.0f, dw, K);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, s.Cout, 1.0f, w, K,
+                        ym, N, 0.0f, col, N);
+            double t2 = now();
+            if (t1 - t0 < gf) gf = t1 - t0;
+            if (t2 - t1 < gb) gb = t2 - t1;
+        }
+        free(col);
+        free(ym);
+        double tf[6], tb[6];
+        tf[0] = gf;
+        tb[0] = gb;
+        int saved = cdp_cpu_conv_cols;
+        setenv("CDP_GEMM_SPLIT", "1", 1);
+        be = cdp_backend_cpu(1);
+        for (int l = 0; l < 4; l++) {
+            cdp_cpu_conv_cols = layouts[l];
+            time_conv(be, &s, x, w, b, dy, y, dx, dw, db, &tf[l + 1], &tb[l + 1]);
+        }
+        cdp_cpu_conv_cols = saved;
+        setenv("CDP_GEMM_SPLIT", "2", 1);
+        be = cdp_backend_cpu(2);
+        time_conv(be, &s, x, w, b, dy, y, dx, dw, db, &tf[5], &tb[5]);
+        printf("%-10s %4d %4d %4d %5d ", h->net, s.Cout, P, s.B, K);
+        for (int l = 0; l < 6; l++) {
+            printf(" %4.0f / %4.0f", fl / tf[l] * 1e-9, 2 * fl / tb[l] * 1e-9);
+            tot_t[l][0] += tf[l];
+            tot_t[l][1] += tb[l];
+        }
+        printf("\n");
+        fflush(stdout);
+        tot_f += fl;
+        free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
+    }
+    printf("%-10s %4s %4s %4s %5s ", "all", "", "", "", "");
+    for (int l = 0; l < 6; l++)
+        printf(" %4.0f / %4.0f", tot_f / tot_t[l][0] * 1e-9, 2 * tot_f / tot_t[l][1] * 1e-9);
+    printf("\n");
+    return 0;
+}

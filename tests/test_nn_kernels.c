@@ -1,0 +1,958 @@
+/* Unit tests of the CPU backend's image kernels (conv2d, batchnorm, pooling,
+ * add3).  For each kernel the test has an independent reference in double
+ * precision written with direct loops (no im2col), and checks:
+ *   1. the float kernel against the reference on random inputs, over many
+ *      shapes (stride 2, padding 0/1/3, 7x7 and 1x1 kernels, non-square and
+ *      odd sizes, B = 1 and B > 1, with and without bias);
+ *   2. the reference's backward against central finite differences in
+ *      double (the finite-difference check of each layer's backward), then
+ *      the float backward against the reference backward;
+ *   3. accumulate mode bitwise equal to a separate result added with add();
+ *   4. the same bits with 1, 2 and 3 threads;
+ *   5. batchnorm's running statistics against a two-pass computation over
+ *      the concatenated data, a hand example, and the eval formula;
+ *   6. max pooling's first-maximum tie-breaking and padding, average
+ *      pooling's summation order. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp/backend.h"
+#include "cdp/rng.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static float *fbuf(size_t n)
+{
+    float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64 + 64);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static double *dbuf(size_t n)
+{
+    double *p = calloc(n + 1, sizeof(double));
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static void fill(float *p, size_t n, uint64_t stream, float lo, float hi)
+{
+    for (size_t k = 0; k < n; k++)
+        p[k] = lo + (hi - lo) * cdp_rand_unit(4242, stream, k);
+}
+
+static double *to_d(const float *p, size_t n)
+{
+    double *d = dbuf(n);
+    for (size_t k = 0; k < n; k++)
+        d[k] = p[k];
+    return d;
+}
+
+static void fill_d(double *p, size_t n, uint64_t stream, double lo, double hi)
+{
+    for (size_t k = 0; k < n; k++)
+        p[k] = lo + (hi - lo) * (double)cdp_rand_unit(4343, stream, k);
+}
+
+/* |a - r| <= tol * max|r| (+ a tiny floor for all-zero tensors) */
+static void check_close(const char *what, const float *a, const double *r, size_t n, double tol)
+{
+    double mx = 0.0;
+    for (size_t k = 0; k < n; k++)
+        mx = fmax(mx, fabs(r[k]));
+    for (size_t k = 0; k < n; k++) {
+        double d = fabs((double)a[k] - r[k]);
+        if (!(d <= tol * mx + 1e-30))
+            ck_abort_msg("%s[%zu]: kernel %.9g vs reference %.9g (err %.3g of max %.3g)", what,
+                         k, (double)a[k], r[k], d / (mx > 0 ? mx : 1), mx);
+    }
+}
+
+/* analytic (double) vs finite difference: |a - f| <= tol * max(|f|, max|f|) */
+static void check_fd(const char *what, const double *a, const double *f, size_t n, double tol)
+{
+    double mx = 0.0;
+    for (size_t k = 0; k < n; k++)
+        mx = fmax(mx, fabs(f[k]));
+    for (size_t k = 0; k < n; k++)
+        if (!(fabs(a[k] - f[k]) <= tol * (mx > 0 ? mx : 1.0)))
+            ck_abort_msg("%s[%zu]: analytic %.12g vs finite difference %.12g", what, k, a[k], f[k]);
+}
+
+static void check_same(const char *what, const void *a, const void *b, size_t bytes)
+{
+    if (memcmp(a, b, bytes) != 0) {
+        const unsigned char *x = a, *y = b;
+        size_t k = 0;
+        while (x[k] == y[k])
+            k++;
+        ck_abort_msg("%s: bits differ (first at byte %zu of %zu)", what, k, bytes);
+    }
+}
+
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0.0;
+    for (size_t k = 0; k < n; k++)
+        s += a[k] * b[k];
+    return s;
+}
+
+/* CDP_GEMM_SPLIT is read by cdp_backend_cpu(); each test runs in its own
+ * process (Check forks), so setting it stays local to the test */
+static const cdp_backend *cpu_split(int threads, const char *split)
+{
+    if (split)
+        setenv("CDP_GEMM_SPLIT", split, 1);
+    else
+        unsetenv("CDP_GEMM_SPLIT");
+    return cdp_backend_cpu(threads);
+}
+
+/* ------------------------------------------------------------ conv reference */
+
+/* B, Cin, H, W, Cout, KH, KW, stride, pad, bias */
+static const int conv_shapes[][10] = {
+    {1, 1, 5, 5, 1, 3, 3, 1, 1, 1},
+    {2, 3, 7, 9, 4, 3, 3, 2, 1, 0},     /* stride 2, non-square, odd */
+    {3, 2, 11, 10, 5, 7, 7, 2, 3, 1},   /* 7x7, pad 3, stride 2 */
+    {4, 6, 8, 8, 7, 1, 1, 2, 0, 0},     /* 1x1 stride 2 shortcut */
+    {2, 5, 6, 7, 3, 1, 1, 1, 0, 1},     /* 1x1 stride 1: no im2col */
+    {5, 4, 9, 9, 6, 3, 3, 1, 0, 1},     /* pad 0 */
+    {1, 3, 13, 6, 8, 5, 3, 3, 2, 1},    /* non-square kernel, stride 3 */
+    {32, 16, 7, 7, 32, 3, 3, 1, 1, 0},  /* several samples per chunk, parallel */
+    {4, 8, 32, 32, 16, 3, 3, 1, 1, 1},  /* one sample per chunk, parallel */
+    {24, 8, 9, 9, 40, 1, 1, 1, 0, 1},   /* 1x1 stride 1 over chunks */
+    {6, 3, 2, 3, 2, 3, 3, 1, 1, 1},     /* image smaller than the kernel */
+};
+#define NCONV (sizeof conv_shapes / sizeof *conv_shapes)
+
+static cdp_conv_shape conv_shape(int i)
+{
+    const int *v = conv_shapes[i];
+    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0};
+    s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+    s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+    return s;
+}
+
+static size_t nx_of(const cdp_conv_shape *s) { return (size_t)s->B * s->Cin * s->H * s->W; }
+static size_t ny_of(const cdp_conv_shape *s) { return (size_t)s->B * s->Cout * s->OH * s->OW; }
+static size_t nw_of(const cdp_conv_shape *s) { return (size_t)s->Cout * s->Cin * s->KH * s->KW; }
+
+/* direct convolution in double; b may be NULL */
+static void conv_ref_fwd(const cdp_conv_shape *s, const double *x, const double *w,
+                         const double *b, double *y)
+{
+    for (int n = 0; n < s->B; n++)
+        for (int co = 0; co < s->Cout; co++)
+            for (int oh = 0; oh < s->OH; oh++)
+                for (int ow = 0; ow < s->OW; ow++) {
+                    double acc = b ? b[co] : 0.0;
+                    for (int ci = 0; ci < s->Cin; ci++)
+                        for (int kh = 0; kh < s->KH; kh++)
+                            for (int kw = 0; kw < s->KW; kw++) {
+                                int ih = oh * s->stride - s->pad + kh;
+                                int iw = ow * s->stride - s->pad + kw;
+                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
+                                    continue;
+                                acc += x[(((size_t)n * s->Cin + ci) * s->H + ih) * s->W + iw]
+                                     * w[(((size_t)co * s->Cin + ci) * s->KH + kh) * s->KW + kw];
+                            }
+                    y[(((size_t)n * s->Cout + co) * s->OH + oh) * s->OW + ow] = acc;
+                }
+}
+
+/* its backward, by the chain rule on the same loops */
+static void conv_ref_bwd(const cdp_conv_shape *s, const double *x, const double *w,
+                         const double *dy, double *dx, double *dw, double *db)
+{
+    memset(dx, 0, nx_of(s) * sizeof *dx);
+    memset(dw, 0, nw_of(s) * sizeof *dw);
+    memset(db, 0, (size_t)s->Cout * sizeof *db);
+    for (int n = 0; n < s->B; n++)
+        for (int co = 0; co < s->Cout; co++)
+            for (int oh = 0; oh < s->OH; oh++)
+                for (int ow = 0; ow < s->OW; ow++) {
+                    double g = dy[(((size_t)n * s->Cout + co) * s->OH + oh) * s->OW + ow];
+                    db[co] += g;
+                    for (int ci = 0; ci < s->Cin; ci++)
+                        for (int kh = 0; kh < s->KH; kh++)
+                            for (int kw = 0; kw < s->KW; kw++) {
+                                int ih = oh * s->stride - s->pad + kh;
+                                int iw = ow * s->stride - s->pad + kw;
+                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
+                                    continue;
+                                size_t xi = (((size_t)n * s->Cin + ci) * s->H + ih) * s->W + iw;
+                                size_t wi = (((size_t)co * s->Cin + ci) * s->KH + kh) * s->KW + kw;
+                                dx[xi] += g * w[wi];
+                                dw[wi] += g * x[xi];
+                            }
+                }
+}
+
+/* L = sum(conv(x, w, b) * r) */
+static double conv_loss(const cdp_conv_shape *s, const double *x, const double *w,
+                        const double *b, const double *r, double *y)
+{
+    conv_ref_fwd(s, x, w, b, y);
+    return dot(y, r, ny_of(s));
+}
+
+/* central differences of L over every element of p (n of them) */
+static void fd_grad(double *p, size_t n, double h, double *g,
+                    double (*loss)(void *), void *ctx)
+{
+    for (size_t k = 0; k < n; k++) {
+        double v = p[k];
+        p[k] = v + h;
+        double lp = loss(ctx);
+        p[k] = v - h;
+        double lm = loss(ctx);
+        p[k] = v;
+        g[k] = (lp - lm) / (2.0 * h);
+    }
+}
+
+struct conv_ctx {
+    const cdp_conv_shape *s;
+    double *x, *w, *b, *r, *y;
+};
+
+static double conv_ctx_loss(void *c)
+{
+    struct conv_ctx *q = c;
+    return conv_loss(q->s, q->x, q->w, q->b, q->r, q->y);
+}
+
+/* the float kernels' outputs for one shape */
+struct conv_out {
+    float *y, *dx, *dw, *db;
+};
+
+static void conv_run(const cdp_backend *be, const cdp_conv_shape *s, const float *x,
+                     const float *w, const float *b, const float *dy, struct conv_out *o)
+{
+    size_t nws = be->conv2d_ws_floats(s);
+    float *ws = fbuf(nws + 1);
+    fill(ws, nws, 99, -1e30f, 1e30f);   /* garbage: nothing may read it unwritten */
+    o->y = fbuf(ny_of(s));
+    o->dx = fbuf(nx_of(s));
+    o->dw = fbuf(nw_of(s));
+    o->db = fbuf((size_t)s->Cout);
+    be->conv2d_fwd(s, x, w, b, o->y, ws);
+    fill(ws, nws, 98, -1e30f, 1e30f);
+    be->conv2d_bwd(s, x, w, dy, o->dx, o->dw, b ? o->db : NULL, 0, ws);
+    free(ws);
+}
+
+static void conv_out_free(struct conv_out *o)
+{
+    free(o->y); free(o->dx); free(o->dw); free(o->db);
+}
+
+/* ------------------------------------------------------------ conv tests */
+
+START_TEST(conv_fd_reference)
+{
+    /* small shapes: the loss is linear in each parameter, so central
+     * differences are exact up to rounding */
+    static const int fd_shapes[][10] = {
+        {2, 2, 5, 4, 3, 3, 3, 2, 1, 1}, {1, 2, 4, 5, 2, 1, 1, 2, 0, 1},
+        {2, 1, 6, 6, 2, 7, 7, 1, 3, 1}, {1, 3, 5, 5, 2, 3, 2, 1, 0, 1}};
+    for (size_t i = 0; i < sizeof fd_shapes / sizeof *fd_shapes; i++) {
+        const int *v = fd_shapes[i];
+        cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0};
+        s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+        s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+        size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
+        double *x = dbuf(nx), *w = dbuf(nw), *b = dbuf(s.Cout), *r = dbuf(ny), *y = dbuf(ny);
+        double *dx = dbuf(nx), *dw = dbuf(nw), *db = dbuf(s.Cout);
+        double *fx = dbuf(nx), *fw = dbuf(nw), *fb = dbuf(s.Cout);
+        fill_d(x, nx, 1, -1, 1);
+        fill_d(w, nw, 2, -1, 1);
+        fill_d(b, s.Cout, 3, -1, 1);
+        fill_d(r, ny, 4, -1, 1);
+        conv_ref_bwd(&s, x, w, r, dx, dw, db);
+        struct conv_ctx c = {&s, x, w, b, r, y};
+        fd_grad(x, nx, 1e-3, fx, conv_ctx_loss, &c);
+        fd_grad(w, nw, 1e-3, fw, conv_ctx_loss, &c);
+        fd_grad(b, s.Cout, 1e-3, fb, conv_ctx_loss, &c);
+        check_fd("conv dx", dx, fx, nx, 1e-9);
+        check_fd("conv dw", dw, fw, nw, 1e-9);
+        check_fd("conv db", db, fb, s.Cout, 1e-9);
+        free(x); free(w); free(b); free(r); free(y);
+        free(dx); free(dw); free(db); free(fx); free(fw); free(fb);
+    }
+}
+END_TEST
+
+START_TEST(conv_vs_reference)
+{
+    static const char *splits[] = {NULL, "1", "4"};
+    for (size_t sp = 0; sp < 3; sp++)
+        for (size_t i = 0; i < NCONV; i++) {
+            const cdp_backend *be = cpu_split(2, splits[sp]);
+            cdp_conv_shape s = conv_shape((int)i);
+            int bias = conv_shapes[i][9];
+            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
+            float *x = fbuf(nx), *w = fbuf(nw), *b = fbuf(s.Cout), *dy = fbuf(ny);
+            fill(x, nx, 10 + i, -1, 1);
+            fill(w, nw, 20 + i, -0.5f, 0.5f);
+            fill(b, s.Cout, 30 + i, -1, 1);
+            fill(dy, ny, 40 + i, -1, 1);
+            struct conv_out o;
+            conv_run(be, &s, x, w, bias ? b : NULL, dy, &o);
+            double *xd = to_d(x, nx), *wd = to_d(w, nw), *bd = to_d(b, s.Cout);
+            double *dyd = to_d(dy, ny), *y = dbuf(ny), *dx = dbuf(nx), *dw = dbuf(nw);
+            double *db = dbuf(s.Cout);
+            conv_ref_fwd(&s, xd, wd, bias ? bd : NULL, y);
+            conv_ref_bwd(&s, xd, wd, dyd, dx, dw, db);
+            char what[96];
+            snprintf(what, sizeof what, "conv shape %zu split %s y", i, splits[sp] ? splits[sp] : "-");
+            check_close(what, o.y, y, ny, 1e-5);
+            what[strlen(what) - 1] = 0;
+            strcat(what, "dx");
+            check_close(what, o.dx, dx, nx, 1e-5);
+            what[strlen(what) - 2] = 0;
+            strcat(what, "dw");
+            check_close(what, o.dw, dw, nw, 1e-5);
+            if (bias) {
+                what[strlen(what) - 2] = 0;
+                strcat(what, "db");
+                check_close(what, o.db, db, s.Cout, 1e-5);
+            }
+            conv_out_free(&o);
+            free(x); free(w); free(b); free(dy); free(xd); free(wd); free(bd); free(dyd);
+            free(y); free(dx); free(dw); free(db);
+        }
+}
+END_TEST
+
+START_TEST(conv_accumulate)
+{
+    for (int t = 1; t <= 2; t++)
+        for (size_t i = 0; i < NCONV; i++) {
+            const cdp_backend *be = cpu_split(t, NULL);
+            cdp_conv_shape s = conv_shape((int)i);
+            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
+            float *x = fbuf(nx), *w = fbuf(nw), *dy = fbuf(ny), *dx = fbuf(nx);
+            float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
+            float *gw = fbuf(nw), *gb = fbuf(s.Cout);
+            float *ws = fbuf(be->conv2d_ws_floats(&s) + 1);
+            fill(x, nx, 50, -1, 1);
+            fill(w, nw, 51, -0.5f, 0.5f);
+            fill(dy, ny, 52, -1, 1);
+            fill(sw, nw, 53, -3, 3);
+            fill(sb, s.Cout, 54, -3, 3);
+            memcpy(aw, sw, nw * sizeof *aw);
+            memcpy(ab, sb, s.Cout * sizeof *ab);
+            be->conv2d_bwd(&s, x, w, dy, dx, gw, gb, 0, ws);
+            be->add(nw, sw, gw);
+            be->add(s.Cout, sb, gb);
+            be->conv2d_bwd(&s, x, w, dy, NULL, aw, ab, 1, ws);
+            check_same("conv accumulate dw", sw, aw, nw * sizeof *sw);
+            check_same("conv accumulate db", sb, ab, s.Cout * sizeof *sb);
+            free(x); free(w); free(dy); free(dx); free(sw); free(sb); free(aw); free(ab);
+            free(gw); free(gb); free(ws);
+        }
+}
+END_TEST
+
+START_TEST(conv_threads)
+{
+    static const char *splits[] = {NULL, "4"};
+    for (size_t sp = 0; sp < 2; sp++)
+        for (size_t i = 0; i < NCONV; i++) {
+            cdp_conv_shape s = conv_shape((int)i);
+            int bias = conv_shapes[i][9];
+            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
+            float *x = fbuf(nx), *w = fbuf(nw), *b = fbuf(s.Cout), *dy = fbuf(ny);
+            fill(x, nx, 60 + i, -1, 1);
+            fill(w, nw, 61 + i, -0.5f, 0.5f);
+            fill(b, s.Cout, 62 + i, -1, 1);
+            fill(dy, ny, 63 + i, -1, 1);
+            static const int thr[4] = {1, 2, 2, 3};
+            struct conv_out o[4];
+            for (int r = 0; r < 4; r++)
+                conv_run(cpu_split(thr[r], splits[sp]), &s, x, w, bias ? b : NULL, dy, &o[r]);
+            for (int r = 1; r < 4; r++) {
+                check_same("conv y threads", o[0].y, o[r].y, ny * sizeof(float));
+                check_same("conv dx threads", o[0].dx, o[r].dx, nx * sizeof(float));
+                check_same("conv dw threads", o[0].dw, o[r].dw, nw * sizeof(float));
+                if (bias)
+                    check_same("conv db threads", o[0].db, o[r].db, s.Cout * sizeof(float));
+            }
+            for (int r = 0; r < 4; r++)
+                conv_out_free(&o[r]);
+            free(x); free(w); free(b); free(dy);
+        }
+}
+END_TEST
+
+/* ------------------------------------------------------------ batchnorm */
+
+/* y = (x - mean) / sqrt(var + eps) * gamma + beta over x[B,C,HW], biased
+ * variance by two passes, in double; mean/var out when not NULL */
+static void bn_ref_fwd(int B, int C, int HW, const double *x, const double *g,
+                       const double *be, double eps, double *y, double *mean, double *var)
+{
+    double n = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        double s = 0.0, v = 0.0;
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++)
+                s += x[((size_t)b * C + c) * HW + p];
+        double m = s / n;
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++) {
+                double d = x[((size_t)b * C + c) * HW + p] - m;
+                v += d * d;
+            }
+        v /= n;
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++) {
+                size_t k = ((size_t)b * C + c) * HW + p;
+                y[k] = (x[k] - m) / sqrt(v + eps) * g[c] + be[c];
+            }
+        if (mean)
+            mean[c] = m;
+        if (var)
+            var[c] = v;
+    }
+}
+
+/* the textbook backward, in double */
+static void bn_ref_bwd(int B, int C, int HW, const double *x, const double *g, double eps,
+                       const double *dy, double *dx, double *dg, double *db)
+{
+    double n = (double)B * HW;
+    for (int c = 0; c < C; c++) {
+        double s = 0.0, v = 0.0;
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++)
+                s += x[((size_t)b * C + c) * HW + p];
+        double m = s / n;
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++) {
+                double d = x[((size_t)b * C + c) * HW + p] - m;
+                v += d * d;
+            }
+        double is = 1.0 / sqrt(v / n + eps), sdy = 0.0, sdyx = 0.0;
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++) {
+                size_t k = ((size_t)b * C + c) * HW + p;
+                sdy += dy[k];
+                sdyx += dy[k] * (x[k] - m) * is;
+            }
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < HW; p++) {
+                size_t k = ((size_t)b * C + c) * HW + p;
+                double xh = (x[k] - m) * is;
+                dx[k] = g[c] * is / n * (n * dy[k] - sdy - xh * sdyx);
+            }
+        db[c] = sdy;
+        dg[c] = sdyx;
+    }
+}
+
+struct bn_ctx {
+    int B, C, HW;
+    double *x, *g, *be, *r, *y;
+};
+
+static double bn_ctx_loss(void *c)
+{
+    struct bn_ctx *q = c;
+    bn_ref_fwd(q->B, q->C, q->HW, q->x, q->g, q->be, 1e-5, q->y, NULL, NULL);
+    return dot(q->y, q->r, (size_t)q->B * q->C * q->HW);
+}
+
+static const int bn_shapes[][3] = {{2, 3, 5}, {1, 4, 9}, {4, 2, 1}, {16, 8, 49}, {3, 5, 784},
+                                   {64, 16, 1}};
+#define NBN (sizeof bn_shapes / sizeof *bn_shapes)
+
+START_TEST(bn_fd_reference)
+{
+    for (size_t i = 0; i < 3; i++) {
+        int B = bn_shapes[i][0], C = bn_shapes[i][1], HW = bn_shapes[i][2];
+        size_t n = (size_t)B * C * HW;
+        double *x = dbuf(n), *g = dbuf(C), *be = dbuf(C), *r = dbuf(n), *y = dbuf(n);
+        double *dx = dbuf(n), *dg = dbuf(C), *db = dbuf(C), *fx = dbuf(n), *fg = dbuf(C),
+               *fb = dbuf(C);
+        fill_d(x, n, 5, -2, 2);
+        fill_d(g, C, 6, 0.5, 1.5);
+        fill_d(be, C, 7, -1, 1);
+        fill_d(r, n, 8, -1, 1);
+        bn_ref_bwd(B, C, HW, x, g, 1e-5, r, dx, dg, db);
+        struct bn_ctx c = {B, C, HW, x, g, be, r, y};
+        fd_grad(x, n, 1e-5, fx, bn_ctx_loss, &c);
+        fd_grad(g, C, 1e-5, fg, bn_ctx_loss, &c);
+        fd_grad(be, C, 1e-5, fb, bn_ctx_loss, &c);
+        check_fd("bn dx", dx, fx, n, 1e-7);
+        check_fd("bn dgamma", dg, fg, C, 1e-7);
+        check_fd("bn dbeta", db, fb, C, 1e-7);
+        free(x); free(g); free(be); free(r); free(y); free(dx); free(dg); free(db);
+        free(fx); free(fg); free(fb);
+    }
+}
+END_TEST
+
+START_TEST(bn_vs_reference)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    for (size_t i = 0; i < NBN; i++) {
+        int B = bn_shapes[i][0], C = bn_shapes[i][1], HW = bn_shapes[i][2];
+        size_t n = (size_t)B * C * HW;
+        float *x = fbuf(n), *g = fbuf(C), *bt = fbuf(C), *y = fbuf(n), *save = fbuf(2 * C);
+        float *dy = fbuf(n), *dx = fbuf(n), *dg = fbuf(C), *db = fbuf(C);
+        double *st = dbuf(2 * C);
+        fill(x, n, 70 + i, -1, 3);   /* mean away from 0 */
+        fill(g, C, 71 + i, 0.5f, 1.5f);
+        fill(bt, C, 72 + i, -1, 1);
+        fill(dy, n, 73 + i, -1, 1);
+        be->bn_fwd_train(B, C, HW, x, g, bt, 1e-5f, y, save, st);
+        be->bn_bwd(B, C, HW, x, g, save, dy, dx, dg, db, 0);
+        double *xd = to_d(x, n), *gd = to_d(g, C), *bd = to_d(bt, C), *dyd = to_d(dy, n);
+        double *yr = dbuf(n), *mr = dbuf(C), *vr = dbuf(C), *dxr = dbuf(n), *dgr = dbuf(C),
+               *dbr = dbuf(C);
+        bn_ref_fwd(B, C, HW, xd, gd, bd, 1e-5, yr, mr, vr);
+        bn_ref_bwd(B, C, HW, xd, gd, 1e-5, dyd, dxr, dgr, dbr);
+        check_close("bn y", y, yr, n, 1e-5);
+        check_close("bn dx", dx, dxr, n, 1e-5);
+        check_close("bn dgamma", dg, dgr, C, 1e-5);
+        check_close("bn dbeta", db, dbr, C, 1e-5);
+        for (int c = 0; c < C; c++) {
+            double nn = (double)B * HW;
+            ck_assert_msg(fabs(st[c] - mr[c]) <= 1e-12 * (1 + fabs(mr[c])), "bn stats mean");
+            ck_assert_msg(fabs(st[C + c] - vr[c] * nn) <= 1e-10 * (1 + vr[c] * nn), "bn stats M2");
+            ck_assert(save[c] == (float)st[c]);
+            ck_assert(save[C + c] == (float)(1.0 / sqrt(st[C + c] / nn + (double)1e-5f)));
+        }
+        /* dx may equal dy */
+        be->bn_bwd(B, C, HW, x, g, save, dy, dy, dg, db, 0);
+        check_same("bn dx in place", dx, dy, n * sizeof *dx);
+        free(x); free(g); free(bt); free(y); free(save); free(dy); free(dx); free(dg); free(db);
+        free(st); free(xd); free(gd); free(bd); free(dyd); free(yr); free(mr); free(vr);
+        free(dxr); free(dgr); free(dbr);
+    }
+}
+END_TEST
+
+START_TEST(bn_eval_formula)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    int B = 3, C = 5, HW = 7;
+    size_t n = (size_t)B * C * HW;
+    float *x = fbuf(n), *g = fbuf(C), *bt = fbuf(C), *rm = fbuf(C), *rv = fbuf(C), *y = fbuf(n);
+    fill(x, n, 80, -2, 2);
+    fill(g, C, 81, 0.5f, 1.5f);
+    fill(bt, C, 82, -1, 1);
+    fill(rm, C, 83, -1, 1);
+    fill(rv, C, 84, 0.2f, 2);
+    be->bn_fwd_eval(B, C, HW, x, g, bt, rm, rv, 1e-5f, y);
+    double *yr = dbuf(n);
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            for (int p = 0; p < HW; p++) {
+                size_t k = ((size_t)b * C + c) * HW + p;
+                float e = (x[k] - rm[c]) / sqrtf(rv[c] + 1e-5f) * g[c] + bt[c];
+                ck_assert_msg(y[k] == e, "bn eval [%zu]: %.9g vs formula %.9g", k, y[k], e);
+                yr[k] = ((double)x[k] - rm[c]) / sqrt((double)rv[c] + 1e-5) * g[c] + bt[c];
+            }
+    check_close("bn eval", y, yr, n, 1e-6);
+    free(x); free(g); free(bt); free(rm); free(rv); free(y); free(yr);
+}
+END_TEST
+
+START_TEST(bn_accumulate)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    int B = 8, C = 6, HW = 25;
+    size_t n = (size_t)B * C * HW;
+    float *x = fbuf(n), *g = fbuf(C), *bt = fbuf(C), *y = fbuf(n), *save = fbuf(2 * C);
+    float *dy = fbuf(n), *dx = fbuf(n), *sg = fbuf(C), *sb = fbuf(C), *ag = fbuf(C),
+          *ab = fbuf(C), *gg = fbuf(C), *gb = fbuf(C);
+    double *st = dbuf(2 * C);
+    fill(x, n, 90, -1, 1);
+    fill(g, C, 91, 0.5f, 1.5f);
+    fill(bt, C, 92, -1, 1);
+    fill(dy, n, 93, -1, 1);
+    fill(sg, C, 94, -3, 3);
+    fill(sb, C, 95, -3, 3);
+    memcpy(ag, sg, C * sizeof *ag);
+    memcpy(ab, sb, C * sizeof *ab);
+    be->bn_fwd_train(B, C, HW, x, g, bt, 1e-5f, y, save, st);
+    be->bn_bwd(B, C, HW, x, g, save, dy, dx, gg, gb, 0);
+    be->add(C, sg, gg);
+    be->add(C, sb, gb);
+    be->bn_bwd(B, C, HW, x, g, save, dy, dx, ag, ab, 1);
+    check_same("bn accumulate dgamma", sg, ag, C * sizeof *sg);
+    check_same("bn accumulate dbeta", sb, ab, C * sizeof *sb);
+    free(x); free(g); free(bt); free(y); free(save); free(dy); free(dx); free(sg); free(sb);
+    free(ag); free(ab); free(gg); free(gb); free(st);
+}
+END_TEST
+
+START_TEST(bn_running_hand)
+{
+    const cdp_backend *be = cpu_split(1, NULL);
+    /* worker 0: {1, 3} (mean 2, M2 2); worker 1: {5, 7} (mean 6, M2 2);
+     * together {1, 3, 5, 7}: mean 4, M2 20, unbiased variance 20/3 */
+    float x0[2] = {1, 3}, x1[2] = {5, 7}, g = 1, bt = 0, y[2], save[2];
+    double st[2 * 3];   /* stride 3: pairs need not be packed */
+    be->bn_fwd_train(1, 1, 2, x0, &g, &bt, 1e-5f, y, save, st);
+    be->bn_fwd_train(2, 1, 1, x1, &g, &bt, 1e-5f, y, save, st + 3);
+    ck_assert(st[0] == 2.0 && st[1] == 2.0 && st[3] == 6.0 && st[4] == 2.0);
+    float rm = 0.5f, rv = 1.0f;
+    be->bn_running_update(1, 2, 2.0, st, 3, &rm, &rv, 0.1f, &rm, &rv);   /* in place */
+    float em = (1.0f - 0.1f) * 0.5f + 0.1f * 4.0f;
+    float ev = (1.0f - 0.1f) * 1.0f + 0.1f * (float)(20.0 / 3.0);
+    ck_assert_msg(rm == em, "running mean %.9g, expected %.9g", rm, em);
+    ck_assert_msg(rv == ev, "running var %.9g, expected %.9g", rv, ev);
+}
+END_TEST
+
+START_TEST(bn_running_two_pass)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    static const int cases[][4] = {{1, 4, 3, 9}, {3, 4, 3, 9}, {4, 2, 5, 49}, {7, 5, 2, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int N = cases[i][0], B = cases[i][1], C = cases[i][2], HW = cases[i][3];
+        size_t per = (size_t)B * C * HW, stride = 2 * (size_t)C + 3;
+        float *x = fbuf(per * N), *y = fbuf(per), *save = fbuf(2 * C), *g = fbuf(C),
+              *bt = fbuf(C), *rm = fbuf(C), *rv = fbuf(C), *om = fbuf(C), *ov = fbuf(C);
+        double *st = dbuf(stride * N);
+        for (int w = 0; w < N; w++)   /* every worker its own offset and scale */
+            fill(x + per * w, per, 100 + w, -1.0f + (float)w, 1.0f + 2.0f * (float)w);
+        fill(g, C, 110, 0.5f, 1.5f);
+        fill(bt, C, 111, -1, 1);
+        fill(rm, C, 112, -1, 1);
+        fill(rv, C, 113, 0.5f, 2);
+        for (int w = 0; w < N; w++)
+            be->bn_fwd_train(B, C, HW, x + per * w, g, bt, 1e-5f, y, save, st + stride * w);
+        be->bn_running_update(C, N, (double)B * HW, st, stride, rm, rv, 0.1f, om, ov);
+        for (int c = 0; c < C; c++) {
+            double s = 0.0, v = 0.0, n = (double)N * B * HW;
+            for (int w = 0; w < N; w++)
+                for (int b = 0; b < B; b++)
+                    for (int p = 0; p < HW; p++)
+                        s += x[per * w + ((size_t)b * C + c) * HW + p];
+            double m = s / n;
+            for (int w = 0; w < N; w++)
+                for (int b = 0; b < B; b++)
+                    for (int p = 0; p < HW; p++) {
+                        double d = x[per * w + ((size_t)b * C + c) * HW + p] - m;
+                        v += d * d;
+                    }
+            v /= n - 1.0;
+            double em = 0.9 * rm[c] + 0.1 * m, ev = 0.9 * rv[c] + 0.1 * v;
+            ck_assert_msg(fabs(om[c] - em) <= 1e-6 * (1 + fabs(em)),
+                          "case %zu running mean[%d] %.9g vs %.9g", i, c, om[c], em);
+            ck_assert_msg(fabs(ov[c] - ev) <= 1e-6 * (1 + fabs(ev)),
+                          "case %zu running var[%d] %.9g vs %.9g", i, c, ov[c], ev);
+        }
+        free(x); free(y); free(save); free(g); free(bt); free(rm); free(rv); free(om);
+        free(ov); free(st);
+    }
+}
+END_TEST
+
+START_TEST(bn_threads)
+{
+    int B = 8, C = 64, HW = 784;   /* above the parallel threshold */
+    size_t n = (size_t)B * C * HW;
+    float *x = fbuf(n), *g = fbuf(C), *bt = fbuf(C), *dy = fbuf(n);
+    fill(x, n, 120, -1, 2);
+    fill(g, C, 121, 0.5f, 1.5f);
+    fill(bt, C, 122, -1, 1);
+    fill(dy, n, 123, -1, 1);
+    float *y[2], *dx[2], *sv[2], *dg[2], *db[2];
+    double *st[2];
+    for (int r = 0; r < 2; r++) {
+        const cdp_backend *be = cpu_split(r + 1, NULL);
+        y[r] = fbuf(n); dx[r] = fbuf(n); sv[r] = fbuf(2 * C); dg[r] = fbuf(C); db[r] = fbuf(C);
+        st[r] = dbuf(2 * C);
+        be->bn_fwd_train(B, C, HW, x, g, bt, 1e-5f, y[r], sv[r], st[r]);
+        be->bn_bwd(B, C, HW, x, g, sv[r], dy, dx[r], dg[r], db[r], 0);
+    }
+    check_same("bn y threads", y[0], y[1], n * sizeof(float));
+    check_same("bn dx threads", dx[0], dx[1], n * sizeof(float));
+    check_same("bn stats threads", st[0], st[1], 2 * C * sizeof(double));
+    check_same("bn dgamma threads", dg[0], dg[1], C * sizeof(float));
+    check_same("bn dbeta threads", db[0], db[1], C * sizeof(float));
+    for (int r = 0; r < 2; r++) {
+        free(y[r]); free(dx[r]); free(sv[r]); free(dg[r]); free(db[r]); free(st[r]);
+    }
+    free(x); free(g); free(bt); free(dy);
+}
+END_TEST
+
+/* ------------------------------------------------------------ pooling */
+
+/* max pooling in double with explicit -inf padding: the first maximum in
+ * window order wins */
+static void maxpool_ref(int B, int C, int H, int W, int k, int st, int pad, int OH, int OW,
+                        const double *x, double *y, int32_t *idx)
+{
+    for (int pl = 0; pl < B * C; pl++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++) {
+                double best = -INFINITY;
+                int32_t at = -1;
+                for (int kh = 0; kh < k; kh++)
+                    for (int kw = 0; kw < k; kw++) {
+                        int ih = oh * st - pad + kh, iw = ow * st - pad + kw;
+                        double v = ih < 0 || ih >= H || iw < 0 || iw >= W
+                                       ? -INFINITY : x[(size_t)pl * H * W + (size_t)ih * W + iw];
+                        if (at < 0 && v != -INFINITY) {
+                            best = v;
+                            at = ih * W + iw;
+                        } else if (v > best) {
+                            best = v;
+                            at = ih * W + iw;
+                        }
+                    }
+                y[(size_t)pl * OH * OW + (size_t)oh * OW + ow] = best;
+                idx[(size_t)pl * OH * OW + (size_t)oh * OW + ow] = at;
+            }
+}
+
+struct mp_ctx {
+    int B, C, H, W, k, st, pad, OH, OW;
+    double *x, *r, *y;
+    int32_t *idx;
+};
+
+static double mp_ctx_loss(void *c)
+{
+    struct mp_ctx *q = c;
+    maxpool_ref(q->B, q->C, q->H, q->W, q->k, q->st, q->pad, q->OH, q->OW, q->x, q->y, q->idx);
+    return dot(q->y, q->r, (size_t)q->B * q->C * q->OH * q->OW);
+}
+
+/* B, C, H, W, k, stride, pad */
+static const int mp_shapes[][7] = {{2, 3, 7, 9, 3, 2, 1}, {1, 2, 8, 8, 2, 2, 0},
+                                   {3, 2, 5, 6, 3, 1, 1}, {2, 2, 9, 7, 5, 2, 2},
+                                   {8, 64, 28, 28, 3, 2, 1}};
+
+START_TEST(maxpool_vs_reference)
+{
+    for (size_t i = 0; i < sizeof mp_shapes / sizeof *mp_shapes; i++) {
+        const int *v = mp_shapes[i];
+        int B = v[0], C = v[1], H = v[2], W = v[3], k = v[4], st = v[5], pad = v[6];
+        int OH = (H + 2 * pad - k) / st + 1, OW = (W + 2 * pad - k) / st + 1;
+        size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * OH * OW;
+        float *x = fbuf(nx), *y = fbuf(ny), *dy = fbuf(ny), *dx = fbuf(nx);
+        int32_t *idx = malloc(ny * sizeof *idx), *ir = malloc(ny * sizeof *ir);
+        fill(x, nx, 130 + i, -1, 1);   /* distinct values: no ties */
+        fill(dy, ny, 140 + i, -1, 1);
+        double *xd = to_d(x, nx), *yr = dbuf(ny), *r = to_d(dy, ny);
+        const cdp_backend *be = cpu_split(2, NULL);
+        be->maxpool_fwd(B, C, H, W, k, st, pad, OH, OW, x, y, idx);
+        maxpool_ref(B, C, H, W, k, st, pad, OH, OW, xd, yr, ir);
+        for (size_t q = 0; q < ny; q++) {
+            ck_assert_msg((double)y[q] == yr[q], "maxpool y[%zu] %g vs %g", q, y[q], yr[q]);
+            ck_assert_msg(idx[q] == ir[q], "maxpool idx[%zu] %d vs %d", q, idx[q], ir[q]);
+        }
+        /* backward: finite differences of the reference (exact away from
+         * ties: the loss is piecewise linear), then the kernel against the
+         * analytic scatter */
+        be->maxpool_bwd(B, C, H, W, OH, OW, idx, dy, dx);
+        double *dxr = dbuf(nx);
+        for (size_t q = 0; q < ny; q++)
+            dxr[(q / ((size_t)OH * OW)) * H * W + (size_t)ir[q]] += r[q];
+        if (nx < 2000) {
+            double *fx = dbuf(nx);
+            struct mp_ctx c = {B, C, H, W, k, st, pad, OH, OW, xd, r, yr, ir};
+            fd_grad(xd, nx, 1e-9, fx, mp_ctx_loss, &c);
+            check_fd("maxpool dx", dxr, fx, nx, 1e-6);
+            free(fx);
+        }
+        check_close("maxpool dx", dx, dxr, nx, 1e-6);
+        free(x); free(y); free(dy); free(dx); free(idx); free(ir); free(xd); free(yr); free(r);
+        free(dxr);
+    }
+}
+END_TEST
+
+START_TEST(maxpool_ties_and_padding)
+{
+    const cdp_backend *be = cpu_split(1, NULL);
+    /* 4x4 plane, all -5: padding (k 3, stride 2, pad 1) must not win (a
+     * zero pad would give 0), and the first valid position is the argmax */
+    float x[16], y[4], dx[16], dy[4] = {1, 2, 3, 4};
+    int32_t idx[4];
+    for (int k = 0; k < 16; k++)
+        x[k] = -5.0f;
+    be->maxpool_fwd(1, 1, 4, 4, 3, 2, 1, 2, 2, x, y, idx);
+    static const int32_t first[4] = {0, 1, 4, 5};   /* window starts (0,0) (0,1) (1,0) (1,1) */
+    for (int q = 0; q < 4; q++) {
+        ck_assert_msg(y[q] == -5.0f, "maxpool padding won: y[%d] = %g", q, y[q]);
+        ck_assert_msg(idx[q] == first[q], "maxpool tie: idx[%d] = %d, expected %d", q, idx[q],
+                      first[q]);
+    }
+    /* ties among real values: 2 at (1,1), (1,2), (2,1); the window of
+     * output (0,0) covers rows/cols -1..1 and sees (1,1) first; output
+     * (0,1) covers cols 1..3 and sees (1,1) before (1,2) */
+    for (int k = 0; k < 16; k++)
+        x[k] = 0.0f;
+    x[5] = x[6] = x[9] = 2.0f;
+    be->maxpool_fwd(1, 1, 4, 4, 3, 2, 1, 2, 2, x, y, idx);
+    ck_assert(idx[0] == 5 && idx[1] == 5 && idx[2] == 5 && idx[3] == 5);
+    /* backward: the shared argmax gathers every output's gradient, in order */
+    be->maxpool_bwd(1, 1, 4, 4, 2, 2, idx, dy, dx);
+    for (int k = 0; k < 16; k++)
+        ck_assert(dx[k] == (k == 5 ? ((1.0f + 2.0f) + 3.0f) + 4.0f : 0.0f));
+    /* a negative window next to zero padding: -1 wins over the pad */
+    float x2[4] = {-1, -2, -3, -4}, y2[1];
+    int32_t i2[1];
+    be->maxpool_fwd(1, 1, 2, 2, 2, 2, 1, 1, 1, x2, y2, i2);
+    ck_assert(y2[0] == -1.0f && i2[0] == 0);
+}
+END_TEST
+
+START_TEST(avgpool_order)
+{
+    const cdp_backend *be = cpu_split(1, NULL);
+    /* in order p = 0..3 in float: ((1e8 + 1) - 1e8) + 1 = 1, times 1/4;
+     * any other order (or a double sum) gives a different answer */
+    float x[4] = {1e8f, 1.0f, -1e8f, 1.0f}, y;
+    be->avgpool_fwd(1, 1, 4, x, &y);
+    ck_assert_msg(y == 0.25f, "avgpool order: %.9g", y);
+    /* random: bitwise the in-order float sum times 1/HW, near the double mean */
+    int B = 3, C = 4, HW = 49;
+    size_t n = (size_t)B * C * HW;
+    float *xs = fbuf(n), *ys = fbuf(B * C), *dy = fbuf(B * C), *dx = fbuf(n);
+    fill(xs, n, 150, -1, 1);
+    fill(dy, B * C, 151, -1, 1);
+    be->avgpool_fwd(B, C, HW, xs, ys);
+    be->avgpool_bwd(B, C, HW, dy, dx);
+    for (int pl = 0; pl < B * C; pl++) {
+        float s = 0.0f;
+        double d = 0.0;
+        for (int p = 0; p < HW; p++) {
+            s = s + xs[(size_t)pl * HW + p];
+            d += xs[(size_t)pl * HW + p];
+        }
+        ck_assert(ys[pl] == s * (1.0f / (float)HW));
+        ck_assert(fabs(ys[pl] - d / HW) <= 1e-6);
+        for (int p = 0; p < HW; p++)
+            ck_assert(dx[(size_t)pl * HW + p] == dy[pl] * (1.0f / (float)HW));
+    }
+    /* finite differences of the double mean: d mean / dx = 1/HW */
+    double xd[5] = {0.3, -0.2, 0.7, 0.1, -0.9}, h = 1e-6;
+    for (int p = 0; p < 5; p++) {
+        double v = xd[p], sp = 0.0, sm = 0.0;
+        xd[p] = v + h;
+        for (int q = 0; q < 5; q++) sp += xd[q];
+        xd[p] = v - h;
+        for (int q = 0; q < 5; q++) sm += xd[q];
+        xd[p] = v;
+        float g = 1.0f, dx5[5];
+        be->avgpool_bwd(1, 1, 5, &g, dx5);
+        ck_assert(fabs((sp / 5 - sm / 5) / (2 * h) - dx5[p]) <= 1e-7);
+    }
+    free(xs); free(ys); free(dy); free(dx);
+}
+END_TEST
+
+START_TEST(add3_alias)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    size_t n = 300000;
+    float *a = fbuf(n), *b = fbuf(n), *y = fbuf(n), *a2 = fbuf(n);
+    fill(a, n, 160, -1, 1);
+    fill(b, n, 161, -1, 1);
+    be->add3(n, a, b, y);
+    for (size_t k = 0; k < n; k++)
+        ck_assert(y[k] == a[k] + b[k]);
+    memcpy(a2, a, n * sizeof *a);
+    be->add3(n, a2, b, a2);   /* y aliases a */
+    check_same("add3 aliasing a", a2, y, n * sizeof *y);
+    memcpy(a2, b, n * sizeof *a);
+    be->add3(n, a, a2, a2);   /* y aliases b */
+    check_same("add3 aliasing b", a2, y, n * sizeof *y);
+    free(a); free(b); free(y); free(a2);
+}
+END_TEST
+
+START_TEST(pool_threads)
+{
+    int B = 8, C = 64, H = 28, W = 28, OH = 14, OW = 14;
+    size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * OH * OW;
+    float *x = fbuf(nx), *dy = fbuf(ny), *g = fbuf(B * C);
+    fill(x, nx, 170, -1, 1);
+    for (size_t k = 0; k < nx; k += 7)
+        x[k] = 0.5f;   /* some ties */
+    fill(dy, ny, 171, -1, 1);
+    fill(g, B * C, 172, -1, 1);
+    float *y[2], *dx[2], *ay[2], *adx[2];
+    int32_t *idx[2];
+    for (int r = 0; r < 2; r++) {
+        const cdp_backend *be = cpu_split(r + 1, NULL);
+        y[r] = fbuf(ny); dx[r] = fbuf(nx); ay[r] = fbuf(B * C); adx[r] = fbuf(nx);
+        idx[r] = malloc(ny * sizeof(int32_t));
+        be->maxpool_fwd(B, C, H, W, 3, 2, 1, OH, OW, x, y[r], idx[r]);
+        be->maxpool_bwd(B, C, H, W, OH, OW, idx[r], dy, dx[r]);
+        be->avgpool_fwd(B, C, H * W, x, ay[r]);
+        be->avgpool_bwd(B, C, H * W, g, adx[r]);
+    }
+    check_same("maxpool y threads", y[0], y[1], ny * sizeof(float));
+    check_same("maxpool idx threads", idx[0], idx[1], ny * sizeof(int32_t));
+    check_same("maxpool dx threads", dx[0], dx[1], nx * sizeof(float));
+    check_same("avgpool y threads", ay[0], ay[1], B * C * sizeof(float));
+    check_same("avgpool dx threads", adx[0], adx[1], nx * sizeof(float));
+    for (int r = 0; r < 2; r++) {
+        free(y[r]); free(dx[r]); free(ay[r]); free(adx[r]); free(idx[r]);
+    }
+    free(x); free(dy); free(g);
+}
+END_TEST
+
+/* ------------------------------------------------------------ suite */
+
+static Suite *nn_kernels_suite(void)
+{
+    Suite *s = suite_create("nn_kernels");
+    TCase *tc = tcase_create("conv2d");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, conv_fd_reference);
+    tcase_add_test(tc, conv_vs_reference);
+    tcase_add_test(tc, conv_accumulate);
+    tcase_add_test(tc, conv_threads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("batchnorm");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, bn_fd_reference);
+    tcase_add_test(tc, bn_vs_reference);
+    tcase_add_test(tc, bn_eval_formula);
+    tcase_add_test(tc, bn_accumulate);
+    tcase_add_test(tc, bn_running_hand);
+    tcase_add_test(tc, bn_running_two_pass);
+    tcase_add_test(tc, bn_threads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pooling");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, maxpool_vs_reference);
+    tcase_add_test(tc, maxpool_ties_and_padding);
+    tcase_add_test(tc, avgpool_order);
+    tcase_add_test(tc, add3_alias);
+    tcase_add_test(tc, pool_threads);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(nn_kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
