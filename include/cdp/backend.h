@@ -126,6 +126,14 @@ typedef struct cdp_backend {
                               const float *rmean_in, const float *rvar_in, float m,
                               float *rmean_out, float *rvar_out);
 
+    /* A double as three floats holding 22, 22 and 20 of its bits as
+     * integers (0 <= v < 2^22), and back.  Sums that add +0 to them (the
+     * gradient's reductions) leave them bitwise intact, as they would not
+     * leave the two halves of a double read as floats (-0 and NaN
+     * patterns).  dst has 3n floats / n doubles. */
+    void (*f64_pack)(size_t n, const double *src, float *dst);
+    void (*f64_unpack)(size_t n, const float *src, double *dst);
+
     /* Max pooling, k x k window, stride, padding that never wins (as
      * nn.MaxPool2d), y[B,C,OH,OW]; idx[B,C,OH,OW] keeps the argmax (the
      * first maximum in window order) as an offset in its input plane. */

@@ -15,10 +15,11 @@
  *   [.., stage_n)            padding up to the statistics tail, below
  * A gradient of the stage has the same size: its head is the gradient of the
  * trainable parameters and its tail holds, for each of the N workers of the
- * step, the worker's BatchNorm statistics (mean, M2 per channel, double) in
- * a slot of its own.  Summing gradients elementwise (locally, around the
- * ring, or in MPI_Allreduce) then carries every worker's statistics exactly
- * (one non-zero term per element), and the update combines them in worker
+ * step, the worker's BatchNorm statistics (mean, M2 per channel, double,
+ * packed as three integer-valued floats each: backend f64_pack) in a slot
+ * of its own.  Summing gradients elementwise (locally, around the ring, or
+ * in MPI_Allreduce) then carries every worker's statistics exactly (one
+ * non-zero term per element), and the update combines them in worker
  * order (DESIGN section 4) into the new running statistics.  Stages without
  * BatchNorm have no buffers and no tail. */
 #ifndef CDP_MODEL_H

@@ -400,6 +400,18 @@ int main(int argc, char **argv)
             double rel = cdp_max_rel_diff(final_params, init_params, model.nparams, &nd);
             printf("verify: serial reference after %lld steps: max relative difference %.3g, "
                    "%zu of %zu values differ bitwise\n", (long long)total, rel, nd, model.nparams);
+            for (int t = 0; nd && t < model.ntensors; t++) {   /* where, for the user */
+                const cdp_tensor_info *ti = &model.tensors[t];
+                size_t q = 0;
+                while (q < ti->n && !memcmp(&final_params[ti->off + q], &init_params[ti->off + q],
+                                            sizeof(float)))
+                    q++;
+                if (q < ti->n) {
+                    printf("verify: first difference at %s[%zu]: %.9g vs %.9g\n", ti->name, q,
+                           (double)final_params[ti->off + q], (double)init_params[ti->off + q]);
+                    break;
+                }
+            }
             int exact = o.rule != CDP_RULE_DP || o.deterministic;
             if ((exact && nd) || rel > 1e-5) {
                 snprintf(err, sizeof err, "--verify: the run differs from the serial reference "

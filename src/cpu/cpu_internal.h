@@ -33,6 +33,8 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
 int cdp_cpu_accumulate_exact(int B, int in, int out);
 void cdp_cpu_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
 void cdp_cpu_add(size_t n, float *acc, const float *x);
+void cdp_cpu_f64_pack(size_t n, const double *src, float *dst);
+void cdp_cpu_f64_unpack(size_t n, const float *src, double *dst);
 void cdp_cpu_zero(void *dst, size_t bytes);
 void cdp_cpu_scale(size_t n, float *x, float a);
 void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,

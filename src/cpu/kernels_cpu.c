@@ -292,6 +292,26 @@ void cdp_cpu_add(size_t n, float *acc, const float *x)
         acc[k] = acc[k] + x[k];
 }
 
+void cdp_cpu_f64_pack(size_t n, const double *src, float *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[3 * i] = (float)(uint32_t)(u & 0x3FFFFFu);
+        dst[3 * i + 1] = (float)(uint32_t)((u >> 22) & 0x3FFFFFu);
+        dst[3 * i + 2] = (float)(uint32_t)(u >> 44);
+    }
+}
+
+void cdp_cpu_f64_unpack(size_t n, const float *src, double *dst)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u = (uint64_t)(uint32_t)src[3 * i] | (uint64_t)(uint32_t)src[3 * i + 1] << 22 |
+                     (uint64_t)(uint32_t)src[3 * i + 2] << 44;
+        memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
 void cdp_cpu_scale(size_t n, float *x, float a)
 {
 #pragma omp parallel for PAR(n)

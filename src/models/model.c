@@ -267,7 +267,7 @@ static void layout_params(cdp_model *m)
         P->train_n = tn;
         P->buffer_n = bufn;
         P->slot_doubles = slot;
-        size_t tail = 2 * (size_t)m->workers * slot;
+        size_t tail = 3 * (size_t)m->workers * slot;   /* packed doubles */
         if (bn)
             off = even(off);
         m->stage_off[l] = off;
@@ -543,7 +543,7 @@ size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
     for (int l = 0; l < m->nstages; l++) {
         size_t g = m->plan[l].ws_ps * (size_t)B;
         if (g > grad) grad = g;
-        size_t t = 2 * (size_t)m->workers * m->plan[l].slot_doubles;
+        size_t t = 2 * (size_t)m->workers * m->plan[l].slot_doubles;   /* unpacked */
         if (t > tail) tail = t;
     }
     for (int j = 0; j < m->nlayers; j++) {

@@ -323,11 +323,10 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int 
         return;
     /* the worker's statistics into its slot of the tail; a first
      * contribution also clears the other slots */
-    double *tail = (double *)(grad + P->train_n);
     const size_t slot = P->slot_doubles;
     if (!accumulate)
         be->zero(grad + P->train_n, (m->stage_n[l] - P->train_n) * sizeof(float));
-    be->copy(tail + (size_t)worker * slot, stats_base(m, l, act, B), slot * sizeof(double));
+    be->f64_pack(slot, stats_base(m, l, act, B), grad + P->train_n + 3 * (size_t)worker * slot);
 }
 
 /* ------------------------------------------------------------ update */
@@ -338,12 +337,10 @@ void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
                       float *ws)
 {
     const cdp_stage_plan *P = &m->plan[l];
-    const double *stats = (const double *)(g + P->train_n);
-    if (P->slot_doubles && theta_out == g) {
-        /* the new buffers are written where the statistics are */
-        be->copy(ws, g + P->train_n, 2 * (size_t)m->workers * P->slot_doubles * sizeof(float));
-        stats = (const double *)ws;
-    }
+    /* the workers' statistics, unpacked (out of g, which theta_out may be) */
+    const double *stats = (const double *)ws;
+    if (P->slot_doubles)
+        be->f64_unpack((size_t)m->workers * P->slot_doubles, g + P->train_n, (double *)ws);
     be->sgd(P->train_n, theta_in, theta_out, g, gscale, mom, lr, mu, wd, first, zero_g);
     if (!P->slot_doubles)
         return;

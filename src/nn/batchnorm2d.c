@@ -53,7 +53,8 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
 
 static int supported(const cdp_backend *be)
 {
-    return be->bn_fwd_train && be->bn_fwd_eval && be->bn_bwd && be->bn_running_update;
+    return be->bn_fwd_train && be->bn_fwd_eval && be->bn_bwd && be->bn_running_update &&
+           be->f64_pack && be->f64_unpack;
 }
 
 const cdp_layer_ops cdp_batchnorm2d_ops = {
