@@ -247,6 +247,18 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
     }
     fprintf(out, "plan: rule %s, framework %s, N=%d workers, L=%d stages, P=%d ranks, %d steps shown\n",
             cdp_rule_name(c->rule), cdp_framework_name(c->framework), c->N, c->L, c->P, c->K);
+    if (m) {
+        fprintf(out, "model %s: %zu parameters and buffers in %d blocks, input %dx%dx%d\n",
+                m->name, cdp_model_param_count(m), m->nblocks, m->input.c, m->input.h, m->input.w);
+        fprintf(out, "stages: ");   /* blocks per stage, balanced by FLOPs */
+        for (int l = 0; l < m->nstages; l++)
+            fprintf(out, "%s%d", l ? "," : "", m->stage_first[l + 1] - m->stage_first[l]);
+        fprintf(out, " blocks\n");
+        fprintf(out, "stage GFLOP (forward + backward, B=%d):", B);
+        for (int l = 0; l < m->nstages && l < 32; l++)
+            fprintf(out, " %.3g", cdp_stage_flops(m, l, B) / 1e9);
+        fputc('\n', out);
+    }
     explain_ranks(out, c);
     if (c->framework == CDP_FW_MODEL_PARALLEL) {
         cdp_sched_config dp = *c;
