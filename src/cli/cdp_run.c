@@ -77,7 +77,7 @@ static int evaluate(const cdp_backend *be, const cdp_model *m, const float *host
     if (!p) return -1;
     be->to_device(p, host_params, m->nparams * sizeof(float));
     double ls = 0, corr = 0;
-    cdp_model_evaluate(be, m, p, test->pixels, test->labels, test->n, 1000, &ls, &corr);
+    cdp_model_evaluate(be, m, p, test->pixels, test->labels, test->n, test->channels, test->norm, 1000, &ls, &corr);
     be->free(p);
     *loss = ls / (double)test->n;
     *acc = corr / (double)test->n;
@@ -164,10 +164,8 @@ int main(int argc, char **argv)
 
     cdp_data data;
     memset(&data, 0, sizeof data);
-    if (!strcmp(o.data, "synthetic"))   /* shaped to fit the model's input */
-        bad = cdp_data_synthetic(model.dims[0], o.seed, &data, err, sizeof err);
-    else
-        bad = cdp_data_load(o.data, o.data_dir, o.seed, &data, err, sizeof err);
+    bad = cdp_data_open(o.data, o.data_dir, o.seed, (int64_t)N * o.batch, model.dims[0], &data, err, sizeof err)
+          || cdp_data_set_transforms(&data, &o.augment, o.norm_count, o.norm_mean, o.norm_std, err, sizeof err);
     FAIL_IF(bad, err);
     if (!bad && data.train.dim != model.dims[0])
         snprintf(err, sizeof err, "--model %s takes %d inputs but %s images have %d values",
