@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cdp/batch.h"
+#include "cdp/rng.h"
 
 int cdp_batcher_init(cdp_batcher *b, const cdp_dataset *d, int N, int B, uint64_t seed, int shuffle)
 {
@@ -41,10 +42,70 @@ void cdp_batcher_gather(cdp_batcher *b, int64_t k, int i, uint8_t *pixels, int32
 {
     const int64_t *idx = cdp_batcher_indices(b, k, i);
     const size_t dim = (size_t)b->d->dim;
+    const int aug = pixels && cdp_augment_active(&b->d->augment);
     for (int j = 0; j < b->B; j++) {
-        if (pixels)
+        if (aug)
+            cdp_augment_sample(b->d, b->seed, b->epoch, idx[j], pixels + (size_t)j * dim);
+        else if (pixels)
             memcpy(pixels + (size_t)j * dim, b->d->pixels + (size_t)idx[j] * dim, dim);
         if (labels)
             labels[j] = b->d->labels[idx[j]];
     }
+}
+
+/* ---------------------------------------------------------- augmentation */
+
+int cdp_augment_active(const cdp_augment *a)
+{
+    return a && (a->crop_pad > 0 || a->flip);
+}
+
+cdp_augment_draw cdp_augment_draws(const cdp_augment *a, uint64_t seed, int64_t epoch,
+                                   int64_t index)
+{
+    cdp_augment_draw dr = {0, 0, 0};
+    const uint64_t es = cdp_mix64((uint64_t)epoch);
+    if (a->crop_pad > 0) {
+        const uint64_t span = 2 * (uint64_t)a->crop_pad + 1;
+        dr.dy = (int)(cdp_rand_u64(seed, CDP_STREAM_AUG_CROP_Y ^ es, (uint64_t)index) % span);
+        dr.dx = (int)(cdp_rand_u64(seed, CDP_STREAM_AUG_CROP_X ^ es, (uint64_t)index) % span);
+    }
+    if (a->flip)
+        dr.flip = cdp_rand_unit(seed, CDP_STREAM_AUG_FLIP ^ es, (uint64_t)index) < 0.5f;
+    return dr;
+}
+
+void cdp_augment_apply(int C, int H, int W, int pad, cdp_augment_draw dr,
+                       const uint8_t *in, uint8_t *out)
+{
+    const int oy = dr.dy - pad, ox = dr.dx - pad;   /* source = output + offset */
+    for (int c = 0; c < C; c++) {
+        const uint8_t *src = in + (size_t)c * H * W;
+        uint8_t *dst = out + (size_t)c * H * W;
+        for (int y = 0; y < H; y++) {
+            const int sy = y + oy;
+            uint8_t *row = dst + (size_t)y * W;
+            if (sy < 0 || sy >= H) {
+                memset(row, 0, (size_t)W);
+                continue;
+            }
+            const uint8_t *srow = src + (size_t)sy * W;
+            for (int x = 0; x < W; x++) {
+                const int sx = (dr.flip ? W - 1 - x : x) + ox;
+                row[x] = sx >= 0 && sx < W ? srow[sx] : 0;
+            }
+        }
+    }
+}
+
+void cdp_augment_sample(const cdp_dataset *d, uint64_t seed, int64_t epoch, int64_t index,
+                        uint8_t *out)
+{
+    const uint8_t *in = d->pixels + (size_t)index * (size_t)d->dim;
+    if (!cdp_augment_active(&d->augment)) {
+        memcpy(out, in, (size_t)d->dim);
+        return;
+    }
+    cdp_augment_draw dr = cdp_augment_draws(&d->augment, seed, epoch, index);
+    cdp_augment_apply(d->channels, d->height, d->width, d->augment.crop_pad, dr, in, out);
 }

@@ -8,12 +8,15 @@
 #include "cdp/rng.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define CDP_CLASSES 10
@@ -40,6 +43,8 @@
 #define SYN_TRAIN_N 8192
 #define SYN_TEST_N  2048
 #define SYN_DIM     784
+/* Default synthetic training sets stay under this many pixel bytes. */
+#define SYN_DEFAULT_BYTES ((int64_t)256 << 20)
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -70,6 +75,7 @@ void cdp_dataset_free(cdp_dataset *d)
         return;
     free(d->pixels);
     free(d->labels);
+    free(d->norm);
     memset(d, 0, sizeof *d);
 }
 
@@ -159,22 +165,63 @@ static int gz_expect_eof(gzFile f, const char *path, char *why, size_t whylen)
     return got > 0 ? 1 : 0;
 }
 
+static const char *file_type_name(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a plain file";
+}
+
+/* Opens path for reading when it is a regular file, and only then: the
+ * open is non-blocking (a FIFO in place of a data file must not block it
+ * forever), the type is checked on the open descriptor (no race with a
+ * rename), and the descriptor is made blocking again.  Returns the
+ * descriptor, or -1 with one line in err. */
+static int open_regular(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP)
+            set_err(err, errlen, "%s: cannot open: a symbolic link loop (%s)", path, strerror(e));
+        else
+            set_err(err, errlen, "%s: cannot open: %s", path, strerror(e));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s: not a regular file: it is %s", path, file_type_name(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static gzFile gz_open_read(const char *path, char *err, size_t errlen)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int fd = open_regular(path, err, errlen);
+    if (fd < 0)
         return NULL;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(EISDIR));
-        return NULL;
-    }
     errno = 0;
-    gzFile f = gzopen(path, "rb");
+    gzFile f = gzdopen(fd, "rb");
     if (!f) {
         set_err(err, errlen, "%s: cannot open: %s", path,
                 strerror(errno ? errno : ENOMEM));
+        close(fd);
         return NULL;
     }
     gzbuffer(f, 1u << 18);
@@ -339,6 +386,9 @@ int cdp_load_idx(const char *images_path, const char *labels_path,
     free(lab8);
     out->n = (int64_t)n;
     out->dim = (int)dim;
+    out->channels = 1;
+    out->height = (int)rows;
+    out->width = (int)cols;
     out->classes = CDP_CLASSES;
     out->pixels = pixels;
     out->labels = labels;
@@ -381,12 +431,14 @@ int cdp_load_cifar10(const char *const *paths, int npaths,
             set_err(err, errlen, "cdp_load_cifar10: file %d of %d is NULL", k, npaths);
             return -1;
         }
-        if (stat(path, &st) != 0) {
-            set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        int fd = open_regular(path, err, errlen);
+        if (fd < 0)
             return -1;
-        }
-        if (!S_ISREG(st.st_mode)) {
-            set_err(err, errlen, "%s: not a regular file", path);
+        int sr = fstat(fd, &st);
+        int se = errno;
+        close(fd);
+        if (sr != 0) {
+            set_err(err, errlen, "%s: cannot stat: %s", path, strerror(se));
             return -1;
         }
         uint64_t size = (uint64_t)st.st_size;
@@ -425,9 +477,13 @@ int cdp_load_cifar10(const char *const *paths, int npaths,
     uint64_t i = 0;
     for (int k = 0; k < npaths; k++) {
         const char *path = paths[k];
-        f = fopen(path, "rb");
+        int fd = open_regular(path, err, errlen);
+        if (fd < 0)
+            goto fail;
+        f = fdopen(fd, "rb");
         if (!f) {
             set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+            close(fd);
             goto fail;
         }
         struct stat st;
@@ -468,6 +524,9 @@ int cdp_load_cifar10(const char *const *paths, int npaths,
 
     out->n = (int64_t)total;
     out->dim = CDP_CIFAR_DIM;
+    out->channels = 3;
+    out->height = 32;
+    out->width = 32;
     out->classes = CDP_CLASSES;
     out->pixels = pixels;
     out->labels = labels;
@@ -553,6 +612,7 @@ static int make_synthetic_stream(int64_t n, int dim, uint64_t seed,
     free(order);
     out->n = n;
     out->dim = dim;
+    cdp_data_flat_shape(dim, &out->channels, &out->height, &out->width);
     out->classes = CDP_CLASSES;
     out->pixels = pixels;
     out->labels = labels;
@@ -566,14 +626,219 @@ int cdp_make_synthetic(int64_t n, int dim, uint64_t seed, cdp_dataset *out)
 
 /* ----------------------------------------------------------- high level */
 
-static int file_exists(const char *path)
+void cdp_data_flat_shape(int dim, int *channels, int *height, int *width)
+{
+    int s = 0;
+    while ((int64_t)(s + 1) * (s + 1) <= dim)
+        s++;
+    *channels = 1;
+    if (dim > 0 && s * s == dim) {
+        *height = s;
+        *width = s;
+    } else {
+        *height = 1;
+        *width = dim;
+    }
+}
+
+/* A decimal number of digits only, in [lo, hi]; 0 or -1. */
+static int parse_count(const char *s, size_t len, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (len == 0 || len > 18)
+        return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t errlen)
+{
+    static const char *const kinds[] = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+    if (!out || !s) {
+        set_err(err, errlen, "cdp_data_spec_parse: missing argument");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    size_t klen = strcspn(s, ":");
+    int k;
+    for (k = 0; k < 4; k++)
+        if (strlen(kinds[k]) == klen && strncmp(s, kinds[k], klen) == 0)
+            break;
+    if (k == 4) {
+        set_err(err, errlen,
+                "'%s': unknown data set (expected fashion-mnist, mnist, cifar10 or "
+                "synthetic[:CxHxW][:n=TRAIN][:test=TEST])", s);
+        return -1;
+    }
+    if (k < 3 && s[klen]) {
+        set_err(err, errlen, "'%s': %s takes no options after ':' (only synthetic does)",
+                s, kinds[k]);
+        return -1;
+    }
+    snprintf(out->kind, sizeof out->kind, "%s", kinds[k]);
+    const char *p = s + klen;
+    while (*p == ':') {
+        p++;
+        size_t len = strcspn(p, ":");
+        int64_t v;
+        if (len > 2 && strncmp(p, "n=", 2) == 0) {
+            if (out->train_n) {
+                set_err(err, errlen, "'%s': n= is given twice", s);
+                return -1;
+            }
+            if (parse_count(p + 2, len - 2, 1, (int64_t)1 << 34, &v) != 0) {
+                set_err(err, errlen, "'%s': n=%.*s: expected a training sample count in "
+                        "[1, %lld]", s, (int)(len - 2), p + 2, (long long)1 << 34);
+                return -1;
+            }
+            out->train_n = v;
+        } else if (len > 5 && strncmp(p, "test=", 5) == 0) {
+            if (out->test_n) {
+                set_err(err, errlen, "'%s': test= is given twice", s);
+                return -1;
+            }
+            if (parse_count(p + 5, len - 5, 1, (int64_t)1 << 34, &v) != 0) {
+                set_err(err, errlen, "'%s': test=%.*s: expected a test sample count in "
+                        "[1, %lld]", s, (int)(len - 5), p + 5, (long long)1 << 34);
+                return -1;
+            }
+            out->test_n = v;
+        } else if (len > 0 && p[0] >= '0' && p[0] <= '9') {
+            if (out->channels) {
+                set_err(err, errlen, "'%s': the image shape is given twice", s);
+                return -1;
+            }
+            int64_t d[3];
+            const char *q = p, *end = p + len;
+            int nd = 0, ok = 1;
+            while (ok && nd < 3) {
+                const char *x = memchr(q, 'x', (size_t)(end - q));
+                const char *e = x ? x : end;
+                ok = parse_count(q, (size_t)(e - q), 1, 1 << 20, &d[nd]) == 0;
+                nd++;
+                if (!x)
+                    break;
+                q = x + 1;
+                if (nd == 3)
+                    ok = 0;     /* a fourth dimension */
+            }
+            if (!ok || nd != 3) {
+                set_err(err, errlen, "'%s': bad image shape '%.*s': expected CxHxW, three "
+                        "numbers in [1, %d] such as 3x32x32", s, (int)len, p, 1 << 20);
+                return -1;
+            }
+            if ((uint64_t)d[0] * (uint64_t)d[1] * (uint64_t)d[2] > CDP_MAX_DIM) {
+                set_err(err, errlen, "'%s': images of %.*s = %llu bytes are larger than the "
+                        "%llu bytes allowed", s, (int)len, p,
+                        (unsigned long long)((uint64_t)d[0] * (uint64_t)d[1] * (uint64_t)d[2]),
+                        (unsigned long long)CDP_MAX_DIM);
+                return -1;
+            }
+            out->channels = (int)d[0];
+            out->height = (int)d[1];
+            out->width = (int)d[2];
+        } else {
+            set_err(err, errlen, "'%s': unknown synthetic field '%.*s' (expected CxHxW, n=TRAIN "
+                    "or test=TEST)", s, (int)len, p);
+            return -1;
+        }
+        p += len;
+    }
+    if (out->channels) {
+        uint64_t dim = (uint64_t)out->channels * (uint64_t)out->height * (uint64_t)out->width;
+        int64_t m = out->train_n > out->test_n ? out->train_n : out->test_n;
+        if ((uint64_t)m * dim > CDP_MAX_BYTES) {
+            set_err(err, errlen, "'%s': %lld images of %llu bytes are more than the %llu "
+                    "bytes allowed", s, (long long)m, (unsigned long long)dim,
+                    (unsigned long long)CDP_MAX_BYTES);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void cdp_data_synthetic_counts(const cdp_data_spec *s, int dim, int64_t step_samples,
+                               int64_t *train_n, int64_t *test_n)
+{
+    int64_t tr = s ? s->train_n : 0, te = s ? s->test_n : 0;
+    if (dim < 1)
+        dim = 1;
+    if (!tr) {
+        int64_t cap = SYN_DEFAULT_BYTES / dim;
+        tr = cap < SYN_TRAIN_N ? cap : SYN_TRAIN_N;
+        if (tr < step_samples)
+            tr = step_samples;
+        if (tr < 1)
+            tr = 1;
+    }
+    if (!te)
+        te = tr / 4 > 1 ? tr / 4 : 1;
+    *train_n = tr;
+    *test_n = te;
+}
+
+int cdp_data_default_dir(const char *kind, char *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return -1;
+    buf[0] = '\0';
+    if (!kind)
+        return -1;
+    if (strcmp(kind, "synthetic") == 0)
+        return 0;
+    if (strcmp(kind, "fashion-mnist") && strcmp(kind, "mnist") && strcmp(kind, "cifar10"))
+        return -1;
+    const char *root = getenv("CDP_DATA_DIR");
+    int w;
+    if (root && *root) {
+        size_t rl = strlen(root);
+        while (rl > 1 && root[rl - 1] == '/')
+            rl--;
+        w = snprintf(buf, len, "%.*s/%s", (int)rl, root, kind);
+    } else {
+        w = snprintf(buf, len, "/usr/share/datasets/%s", kind);
+    }
+    if (w < 0 || (size_t)w >= len) {
+        buf[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* Where to get the files of a kind (one clause, no newline). */
+static void kind_hint(const char *kind, const char *dir, char *buf, size_t len)
+{
+    if (strcmp(kind, "fashion-mnist") == 0)
+        snprintf(buf, len, "the Debian package dataset-fashion-mnist provides "
+                 "/usr/share/datasets/fashion-mnist");
+    else if (strcmp(kind, "mnist") == 0)
+        snprintf(buf, len, "MNIST: download train-images-idx3-ubyte.gz, "
+                 "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and "
+                 "t10k-labels-idx1-ubyte.gz from https://ossci-datasets.s3.amazonaws.com/mnist/ "
+                 "into %.512s, or give --data-dir", dir);
+    else
+        snprintf(buf, len, "CIFAR-10: extract "
+                 "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz into %.512s, "
+                 "or give --data-dir", dir);
+}
+
+/* Whether anything (even a dangling link, a FIFO or a loop) is at path:
+ * such a thing is then opened and reported for what it is, not skipped. */
+static int path_present(const char *path)
 {
     struct stat st;
-    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+    return lstat(path, &st) == 0;
 }
 
 /* dir/name.gz if present, else dir/name; 0 or -1 (error written). */
-static int find_idx_file(const char *dir, const char *name, char *path,
+static int find_idx_file(const char *kind, const char *dir, const char *name, char *path,
                          size_t pathlen, char *err, size_t errlen)
 {
     int w = snprintf(path, pathlen, "%s/%s.gz", dir, name);
@@ -581,35 +846,72 @@ static int find_idx_file(const char *dir, const char *name, char *path,
         set_err(err, errlen, "%s: path too long", dir);
         return -1;
     }
-    if (file_exists(path))
+    if (path_present(path))
         return 0;
     snprintf(path, pathlen, "%s/%s", dir, name);
-    if (file_exists(path))
+    if (path_present(path))
         return 0;
-    set_err(err, errlen, "%s/%s.gz: cannot open: %s (nor %s)", dir, name,
-            strerror(ENOENT), name);
+    char hint[1024];
+    kind_hint(kind, dir, hint, sizeof hint);
+    set_err(err, errlen, "%s/%s.gz: cannot open: %s (nor %s); %s", dir, name,
+            strerror(ENOENT), name, hint);
     return -1;
 }
 
-static int check_dir(const char *dir, const char *kind, char *err, size_t errlen)
+/* The directory must exist; if not, the error names the first file that
+ * was looked for, and where to get it. */
+static int check_dir(const char *dir, const char *kind, const char *first,
+                     char *err, size_t errlen)
 {
     struct stat st;
-    int fm = strcmp(kind, "fashion-mnist") == 0;
     if (stat(dir, &st) != 0) {
         int e = errno;
-        if (fm)
-            set_err(err, errlen,
-                    "%s: data directory: %s (the Debian package dataset-fashion-mnist "
-                    "provides /usr/share/datasets/fashion-mnist)",
-                    dir, strerror(e));
+        char hint[1024];
+        kind_hint(kind, dir, hint, sizeof hint);
+        if (e == ENOENT)
+            set_err(err, errlen, "%s/%s: cannot open: the directory %s does not exist; %s",
+                    dir, first, dir, hint);
         else
-            set_err(err, errlen, "%s: %s data directory: %s", dir, kind, strerror(e));
+            set_err(err, errlen, "%s/%s: cannot open: directory %s: %s; %s",
+                    dir, first, dir, strerror(e), hint);
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
         set_err(err, errlen, "%s: %s data directory: %s", dir, kind, strerror(ENOTDIR));
         return -1;
     }
+    return 0;
+}
+
+static int synthetic_sets(int64_t ntrain, int64_t ntest, int c, int h, int w,
+                          uint64_t seed, cdp_data *out, char *err, size_t errlen)
+{
+    int64_t dim = (int64_t)c * h * w;
+    if (dim < 1 || (uint64_t)dim > CDP_MAX_DIM) {
+        set_err(err, errlen, "synthetic: bad image size %lld", (long long)dim);
+        return -1;
+    }
+    int64_t m = ntrain > ntest ? ntrain : ntest;
+    if (ntrain < 1 || ntest < 1 || (uint64_t)m * (uint64_t)dim > CDP_MAX_BYTES) {
+        set_err(err, errlen, "synthetic: %lld train and %lld test samples of %lld bytes: "
+                "bad counts (at most %llu bytes per set)", (long long)ntrain,
+                (long long)ntest, (long long)dim, (unsigned long long)CDP_MAX_BYTES);
+        return -1;
+    }
+    if (make_synthetic_stream(ntrain, (int)dim, seed, STREAM_SYN_TRAIN, &out->train) != 0 ||
+        make_synthetic_stream(ntest, (int)dim, seed, STREAM_SYN_TEST, &out->test) != 0) {
+        cdp_data_free(out);
+        set_err(err, errlen, "synthetic: out of memory for %lld + %lld samples of %lld bytes",
+                (long long)ntrain, (long long)ntest, (long long)dim);
+        return -1;
+    }
+    cdp_dataset *sets[2] = {&out->train, &out->test};
+    for (int k = 0; k < 2; k++) {
+        sets[k]->channels = c;
+        sets[k]->height = h;
+        sets[k]->width = w;
+    }
+    snprintf(out->name, sizeof out->name, "%s", "synthetic");
     return 0;
 }
 
@@ -620,110 +922,202 @@ int cdp_data_synthetic(int dim, uint64_t seed, cdp_data *out, char *err, size_t 
         set_err(err, errlen, "synthetic: bad image size %d", dim);
         return -1;
     }
-    if (make_synthetic_stream(SYN_TRAIN_N, dim, seed, STREAM_SYN_TRAIN, &out->train) != 0 ||
-        make_synthetic_stream(SYN_TEST_N, dim, seed, STREAM_SYN_TEST, &out->test) != 0) {
-        cdp_data_free(out);
-        set_err(err, errlen, "synthetic: out of memory");
+    int c, h, w;
+    cdp_data_flat_shape(dim, &c, &h, &w);
+    return synthetic_sets(SYN_TRAIN_N, SYN_TEST_N, c, h, w, seed, out, err, errlen);
+}
+
+static int load_idx_dir(const char *kind, const char *dir, cdp_data *out,
+                        char *err, size_t errlen)
+{
+    static const char *const names[2][2] = {
+        {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
+        {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"},
+    };
+    char p1[4096], p2[4096];
+    if (check_dir(dir, kind, "train-images-idx3-ubyte.gz", err, errlen) != 0)
+        return -1;
+    for (int s = 0; s < 2; s++) {
+        if (find_idx_file(kind, dir, names[s][0], p1, sizeof p1, err, errlen) != 0 ||
+            find_idx_file(kind, dir, names[s][1], p2, sizeof p2, err, errlen) != 0)
+            return -1;
+        if (cdp_load_idx(p1, p2, s == 0 ? &out->train : &out->test, err, errlen) != 0)
+            return -1;
+    }
+    if (out->train.dim != out->test.dim || out->train.height != out->test.height) {
+        set_err(err, errlen, "%s: training images are %dx%d but test images %dx%d",
+                dir, out->train.height, out->train.width, out->test.height, out->test.width);
         return -1;
     }
-    snprintf(out->name, sizeof out->name, "%s", "synthetic");
+    return 0;
+}
+
+static int load_cifar_dir(const char *dir, cdp_data *out, char *err, size_t errlen)
+{
+    char p1[4096], p2[4096];
+    if (check_dir(dir, "cifar10", "data_batch_1.bin", err, errlen) != 0)
+        return -1;
+    /* Accept the directory of the extracted archive, or its parent. */
+    const char *base = dir;
+    char sub[4000];  /* leaves room in p1 for the file name */
+    if (strlen(dir) >= sizeof sub - 32) {
+        set_err(err, errlen, "%.200s...: path too long", dir);
+        return -1;
+    }
+    int w = snprintf(p1, sizeof p1, "%s/data_batch_1.bin", dir);
+    if (w > 0 && (size_t)w < sizeof p1 && !path_present(p1)) {
+        w = snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+        if (w > 0 && (size_t)w < sizeof sub) {
+            w = snprintf(p1, sizeof p1, "%s/data_batch_1.bin", sub);
+            if (w > 0 && (size_t)w < sizeof p1 && path_present(p1))
+                base = sub;
+        }
+    }
+    char train_paths[5][4096];
+    const char *tp[5];
+    for (int k = 0; k < 5; k++) {
+        int w = snprintf(train_paths[k], sizeof train_paths[k],
+                         "%s/data_batch_%d.bin", base, k + 1);
+        if (w < 0 || (size_t)w >= sizeof train_paths[k]) {
+            set_err(err, errlen, "%s: path too long", dir);
+            return -1;
+        }
+        tp[k] = train_paths[k];
+    }
+    w = snprintf(p2, sizeof p2, "%s/test_batch.bin", base);
+    if (w < 0 || (size_t)w >= sizeof p2) {
+        set_err(err, errlen, "%s: path too long", dir);
+        return -1;
+    }
+    /* a missing file says where to get the set */
+    for (int k = 0; k < 6; k++) {
+        const char *q = k < 5 ? tp[k] : p2;
+        if (!path_present(q)) {
+            char hint[1024];
+            kind_hint("cifar10", dir, hint, sizeof hint);
+            set_err(err, errlen, "%s: cannot open: %s; %s", q, strerror(ENOENT), hint);
+            return -1;
+        }
+    }
+    const char *testp[1] = {p2};
+    if (cdp_load_cifar10(tp, 5, &out->train, err, errlen) != 0 ||
+        cdp_load_cifar10(testp, 1, &out->test, err, errlen) != 0)
+        return -1;
+    return 0;
+}
+
+int cdp_data_open(const char *spec, const char *dir, uint64_t seed, int64_t step_samples,
+                  int input_dim, cdp_data *out, char *err, size_t errlen)
+{
+    cdp_data_spec s;
+    char defdir[4096];
+
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!out || !spec) {
+        set_err(err, errlen, "cdp_data_open: missing argument");
+        return -1;
+    }
+    if (cdp_data_spec_parse(spec, &s, err, errlen) != 0)
+        return -1;
+
+    if (strcmp(s.kind, "synthetic") == 0) {
+        int c = s.channels, h = s.height, w = s.width;
+        if (!c) {
+            int dim = input_dim > 0 ? input_dim : SYN_DIM;
+            if (dim > (1 << 24)) {
+                set_err(err, errlen, "synthetic: bad image size %d", dim);
+                return -1;
+            }
+            cdp_data_flat_shape(dim, &c, &h, &w);
+        }
+        int64_t ntrain, ntest;
+        cdp_data_synthetic_counts(&s, c * h * w, step_samples, &ntrain, &ntest);
+        return synthetic_sets(ntrain, ntest, c, h, w, seed, out, err, errlen);
+    }
+
+    if (!dir || !*dir) {
+        if (cdp_data_default_dir(s.kind, defdir, sizeof defdir) != 0) {
+            set_err(err, errlen, "%s: no data directory given and $CDP_DATA_DIR is too long",
+                    s.kind);
+            return -1;
+        }
+        dir = defdir;
+    }
+    int rc = strcmp(s.kind, "cifar10") == 0 ? load_cifar_dir(dir, out, err, errlen)
+                                             : load_idx_dir(s.kind, dir, out, err, errlen);
+    if (rc != 0) {
+        cdp_data_free(out);
+        return -1;
+    }
+    snprintf(out->name, sizeof out->name, "%s", s.kind);
     return 0;
 }
 
 int cdp_data_load(const char *kind, const char *dir, uint64_t seed,
                   cdp_data *out, char *err, size_t errlen)
 {
-    char p1[4096], p2[4096];
+    return cdp_data_open(kind, dir, seed, 0, 0, out, err, errlen);
+}
 
-    if (out)
-        memset(out, 0, sizeof *out);
-    if (!out || !kind) {
-        set_err(err, errlen, "cdp_data_load: missing argument");
+int cdp_data_set_transforms(cdp_data *d, const cdp_augment *augment, int norm_count,
+                            const float *mean, const float *std, char *err, size_t errlen)
+{
+    if (!d) {
+        set_err(err, errlen, "cdp_data_set_transforms: missing argument");
         return -1;
     }
-
-    if (strcmp(kind, "synthetic") == 0)
-        return cdp_data_synthetic(SYN_DIM, seed, out, err, errlen);
-
-    if (strcmp(kind, "fashion-mnist") == 0 || strcmp(kind, "mnist") == 0) {
-        if (!dir) {
-            set_err(err, errlen, "%s: no data directory given", kind);
-            return -1;
-        }
-        if (check_dir(dir, kind, err, errlen) != 0)
-            return -1;
-        static const char *const names[2][2] = {
-            {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"},
-            {"t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"},
-        };
-        for (int s = 0; s < 2; s++) {
-            if (find_idx_file(dir, names[s][0], p1, sizeof p1, err, errlen) != 0 ||
-                find_idx_file(dir, names[s][1], p2, sizeof p2, err, errlen) != 0)
-                goto fail;
-            if (cdp_load_idx(p1, p2, s == 0 ? &out->train : &out->test,
-                             err, errlen) != 0)
-                goto fail;
-        }
-        if (out->train.dim != out->test.dim) {
-            set_err(err, errlen, "%s: training images have %d pixels but test images %d",
-                    dir, out->train.dim, out->test.dim);
-            goto fail;
-        }
-        snprintf(out->name, sizeof out->name, "%s", kind);
-        return 0;
+    const int C = d->train.channels;
+    if (augment && (augment->crop_pad < 0 || augment->crop_pad > (1 << 20) ||
+                    augment->flip < 0 || augment->flip > 1)) {
+        set_err(err, errlen, "--augment: bad values (crop=%d, flip=%d)", augment->crop_pad,
+                augment->flip);
+        return -1;
     }
-
-    if (strcmp(kind, "cifar10") == 0) {
-        if (!dir) {
-            set_err(err, errlen, "cifar10: no data directory given");
+    float *norm[2] = {NULL, NULL};
+    if (norm_count) {
+        if (!mean || !std || norm_count < 0 || (norm_count != 1 && norm_count != C)) {
+            char give[32] = "give 1 mean and 1 std";
+            if (C > 1)
+                snprintf(give, sizeof give, "give 1 or %d of each", C);
+            set_err(err, errlen, "--normalize: %d means and stds but %s images have "
+                    "%d channel%s (%s)", norm_count, d->name[0] ? d->name : "the",
+                    C, C == 1 ? "" : "s", give);
             return -1;
         }
-        if (check_dir(dir, kind, err, errlen) != 0)
-            return -1;
-        /* Accept the directory of the extracted archive, or its parent. */
-        const char *base = dir;
-        char sub[4000];  /* leaves room in p1 for the file name */
-        snprintf(p1, sizeof p1, "%s/data_batch_1.bin", dir);
-        if (!file_exists(p1)) {
-            int w = snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
-            if (w > 0 && (size_t)w < sizeof sub) {
-                w = snprintf(p1, sizeof p1, "%s/data_batch_1.bin", sub);
-                if (w > 0 && (size_t)w < sizeof p1 && file_exists(p1))
-                    base = sub;
-            }
-        }
-        char train_paths[5][4096];
-        const char *tp[5];
-        for (int k = 0; k < 5; k++) {
-            int w = snprintf(train_paths[k], sizeof train_paths[k],
-                             "%s/data_batch_%d.bin", base, k + 1);
-            if (w < 0 || (size_t)w >= sizeof train_paths[k]) {
-                set_err(err, errlen, "%s: path too long", dir);
+        for (int c = 0; c < norm_count; c++)
+            if (!isfinite(mean[c]) || !isfinite(std[c]) || !(std[c] > 0.0f)) {
+                set_err(err, errlen, "--normalize: channel %d: mean %g, std %g (finite "
+                        "values and std > 0 expected)", c, (double)mean[c], (double)std[c]);
                 return -1;
             }
-            tp[k] = train_paths[k];
-        }
-        int w = snprintf(p2, sizeof p2, "%s/test_batch.bin", base);
-        if (w < 0 || (size_t)w >= sizeof p2) {
-            set_err(err, errlen, "%s: path too long", dir);
+        if (d->test.channels != C) {
+            set_err(err, errlen, "--normalize: training images have %d channels but test "
+                    "images %d", C, d->test.channels);
             return -1;
         }
-        const char *testp[1] = {p2};
-        if (cdp_load_cifar10(tp, 5, &out->train, err, errlen) != 0 ||
-            cdp_load_cifar10(testp, 1, &out->test, err, errlen) != 0)
-            goto fail;
-        snprintf(out->name, sizeof out->name, "%s", "cifar10");
-        return 0;
+        for (int k = 0; k < 2; k++) {
+            norm[k] = malloc(2 * (size_t)C * sizeof(float));
+            if (!norm[k]) {
+                free(norm[0]);
+                set_err(err, errlen, "--normalize: out of memory");
+                return -1;
+            }
+            for (int c = 0; c < C; c++) {
+                norm[k][c] = mean[norm_count == 1 ? 0 : c];
+                norm[k][C + c] = std[norm_count == 1 ? 0 : c];
+            }
+        }
     }
-
-    set_err(err, errlen,
-            "%s: unknown data set kind (expected fashion-mnist, mnist, cifar10 or synthetic)",
-            kind);
-    return -1;
-
-fail:
-    cdp_data_free(out);
-    return -1;
+    free(d->train.norm);
+    free(d->test.norm);
+    d->train.norm = norm[0];
+    d->test.norm = norm[1];
+    memset(&d->train.augment, 0, sizeof d->train.augment);
+    memset(&d->test.augment, 0, sizeof d->test.augment);
+    if (augment)
+        d->train.augment = *augment;
+    return 0;
 }
 
 /* ---------------------------------------------------------- permutation */

@@ -235,14 +235,14 @@ static const float *stage_params(cdp_exec *x, int l, int64_t v)
  * backward finds its input still there. */
 static void load_input(cdp_exec *x, int64_t k, int i)
 {
-    size_t n = (size_t)x->B * cdp_model_in(x->m);
+    const cdp_dataset *d = x->batch.d;
     x->x[i] = x->input_ws;
     if (x->input_step == k && x->input_worker == i)
         return;
     x->input_step = k;
     x->input_worker = i;
     cdp_batcher_gather(&x->batch, k, i, x->host_pixels, NULL);
-    x->be->pixels_to_input(n, x->host_pixels, x->x[i]);
+    x->be->pixels_to_input(x->B, d->channels, d->height * d->width, x->host_pixels, d->norm, x->x[i]);
 }
 
 static void drop_input(cdp_exec *x, int i)

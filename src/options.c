@@ -24,7 +24,7 @@ void cdp_options_defaults(cdp_options *o)
     o->lr_gamma = 0.5;
     o->seed = 1;
     snprintf(o->data, sizeof o->data, "fashion-mnist");
-    snprintf(o->data_dir, sizeof o->data_dir, "/usr/share/datasets/fashion-mnist");
+    o->data_dir[0] = '\0';   /* the kind's default, filled in by cdp_options_parse */
     o->shuffle = 1;
     snprintf(o->backend, sizeof o->backend, "cpu");
     o->plan_steps = 2;
@@ -57,8 +57,21 @@ void cdp_options_help(FILE *f)
 "  --seed S               initialisation and shuffling seed       [1]\n"
 "  --no-shuffle           take the samples in file order 0,1,2,...\n"
 "Data:\n"
-"  --data KIND            fashion-mnist | mnist | cifar10 | synthetic [fashion-mnist]\n"
-"  --data-dir DIR         where the files are [/usr/share/datasets/fashion-mnist]\n"
+"  --data KIND            fashion-mnist | mnist | cifar10 | synthetic   [fashion-mnist]\n"
+"                         images 1x28x28 (Fashion-MNIST, MNIST), 3x32x32 (CIFAR-10)\n"
+"  --data synthetic[:CxHxW][:n=TRAIN][:test=TEST]\n"
+"                         synthetic images of any shape, e.g. synthetic:3x224x224\n"
+"                         [the model's input; 784 = 1x28x28], TRAIN samples\n"
+"                         [max(8192, capped to 256 MiB; workers x batch)], TEST [TRAIN/4]\n"
+"  --data-dir DIR         where the files are [per data set: /usr/share/datasets/KIND,\n"
+"                         or $CDP_DATA_DIR/KIND when CDP_DATA_DIR is set; fashion-mnist\n"
+"                         comes with the Debian package dataset-fashion-mnist]\n"
+"  --augment LIST         training images only, as torchvision: crop=P (RandomCrop with\n"
+"                         P zeros of padding), flip (RandomHorizontalFlip), or both:\n"
+"                         crop=4,flip; drawn per (seed, epoch, sample)       [none]\n"
+"  --normalize MEAN/STD   per channel after /255, as torchvision's Normalize, e.g.\n"
+"                         0.4914,0.4822,0.4465/0.2470,0.2435,0.2616, or one value for\n"
+"                         every channel: 0.5/0.5                               [none]\n"
 "Files:\n"
 "  --init-weights FILE    start from these weights (safetensors)\n"
 "  --save-weights FILE    write the final weights (safetensors)\n"
@@ -124,11 +137,123 @@ static int copy_str(const char *opt, const char *s, char *dst, size_t n, char *e
     return 0;
 }
 
+/* --augment none | crop=P[,flip] | flip[,crop=P] */
+static int parse_augment(const char *s, cdp_augment *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (strcmp(s, "none") == 0)
+        return 0;
+    int have_crop = 0;
+    const char *p = s;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 4 && strncmp(p, "flip", 4) == 0) {
+            if (a->flip) {
+                snprintf(err, errlen, "--augment: flip is given twice in '%s'", s);
+                return -1;
+            }
+            a->flip = 1;
+        } else if (len > 5 && strncmp(p, "crop=", 5) == 0) {
+            char num[32];
+            char *end;
+            if (have_crop) {
+                snprintf(err, errlen, "--augment: crop is given twice in '%s'", s);
+                return -1;
+            }
+            if (len - 5 >= sizeof num) {
+                snprintf(err, errlen, "--augment: crop=%.20s...: expected the padding P, an "
+                         "integer in [1, 4096]", p + 5);
+                return -1;
+            }
+            memcpy(num, p + 5, len - 5);
+            num[len - 5] = '\0';
+            errno = 0;
+            long v = strtol(num, &end, 10);
+            if (errno || end == num || *end || num[0] == '-' || num[0] == '+' || v < 1 || v > 4096) {
+                snprintf(err, errlen, "--augment: crop=%s: expected the padding P, an integer "
+                         "in [1, 4096]", num);
+                return -1;
+            }
+            a->crop_pad = (int)v;
+            have_crop = 1;
+        } else {
+            snprintf(err, errlen, "--augment: unknown augmentation '%.*s' in '%s' (expected "
+                     "crop=P, flip, both as crop=P,flip, or none)", (int)len, p, s);
+            return -1;
+        }
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    return 0;
+}
+
+/* Comma-separated finite numbers; returns how many, or -1. */
+static int parse_list(const char *s, size_t len, float *out, int max)
+{
+    int n = 0;
+    const char *p = s, *end_all = s + len;
+    while (p <= end_all) {
+        const char *c = memchr(p, ',', (size_t)(end_all - p));
+        const char *e = c ? c : end_all;
+        char num[64];
+        if (e == p || (size_t)(e - p) >= sizeof num || n == max)
+            return -1;
+        memcpy(num, p, (size_t)(e - p));
+        num[e - p] = '\0';
+        char *end;
+        errno = 0;
+        double v = strtod(num, &end);
+        if (errno || end == num || *end || !isfinite(v) || fabs(v) > 1e30)
+            return -1;
+        out[n++] = (float)v;
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    return n;
+}
+
+/* --normalize none | MEAN[,MEAN...]/STD[,STD...] */
+static int parse_normalize(const char *s, cdp_options *o, char *err, size_t errlen)
+{
+    o->norm_count = 0;
+    if (strcmp(s, "none") == 0)
+        return 0;
+    const char *slash = strchr(s, '/');
+    if (!slash || strchr(slash + 1, '/')) {
+        snprintf(err, errlen, "--normalize: expected MEAN/STD with one value per channel, "
+                 "e.g. 0.4914,0.4822,0.4465/0.2470,0.2435,0.2616 or 0.5/0.5, got '%s'", s);
+        return -1;
+    }
+    int nm = parse_list(s, (size_t)(slash - s), o->norm_mean, CDP_NORM_MAX_CHANNELS);
+    int ns = parse_list(slash + 1, strlen(slash + 1), o->norm_std, CDP_NORM_MAX_CHANNELS);
+    if (nm < 0 || ns < 0) {
+        snprintf(err, errlen, "--normalize: '%s': expected comma-separated numbers (at most "
+                 "%d) on each side of '/'", s, CDP_NORM_MAX_CHANNELS);
+        return -1;
+    }
+    if (nm != ns) {
+        snprintf(err, errlen, "--normalize: '%s': %d mean%s but %d std%s (give as many of each)",
+                 s, nm, nm == 1 ? "" : "s", ns, ns == 1 ? "" : "s");
+        return -1;
+    }
+    for (int c = 0; c < ns; c++)
+        if (!(o->norm_std[c] > 0.0f)) {
+            snprintf(err, errlen, "--normalize: '%s': std %d is %g; every std must be > 0",
+                     s, c, (double)o->norm_std[c]);
+            return -1;
+        }
+    o->norm_count = nm;
+    return 0;
+}
+
 enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_RESUME, O_BACKEND,
-    O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_HELP, O_VERSION
+    O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_AUGMENT, O_NORMALIZE,
+    O_HELP, O_VERSION
 };
 
 int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t errlen)
@@ -166,20 +291,36 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "verify", no_argument, 0, O_VERIFY },
         { "eval-every", required_argument, 0, O_EVAL_EVERY },
         { "quiet", no_argument, 0, O_QUIET },
+        { "augment", required_argument, 0, O_AUGMENT },
+        { "normalize", required_argument, 0, O_NORMALIZE },
         { "help", no_argument, 0, O_HELP },
         { "version", no_argument, 0, O_VERSION },
         { 0, 0, 0, 0 }
     };
     long long iv;
+    int dir_given = 0;
+    cdp_data_spec spec;
     opterr = 0;
     optind = 1;
     for (;;) {
         int idx = 0;
-        int c = getopt_long(argc, argv, "h", longopts, &idx);
+        /* the leading ':' makes a missing value ':' (not '?') */
+        int c = getopt_long(argc, argv, ":h", longopts, &idx);
         if (c == -1) break;
         const char *name = (c >= O_MODEL && c <= O_VERSION) ? longopts[c - O_MODEL].name : "";
         char opt[64];
         snprintf(opt, sizeof opt, "--%s", name);
+        /* "--epochs --lr 0.1": the value of --epochs would be "--lr" */
+        if (c >= O_MODEL && c <= O_VERSION && longopts[c - O_MODEL].has_arg == required_argument &&
+            optarg && strncmp(optarg, "--", 2) == 0) {
+            size_t nl = strcspn(optarg + 2, "=");
+            for (int q = 0; longopts[q].name; q++)
+                if (strlen(longopts[q].name) == nl && !strncmp(optarg + 2, longopts[q].name, nl)) {
+                    snprintf(err, errlen, "%s: the value is missing (found the option --%s "
+                             "after it)", opt, longopts[q].name);
+                    return -1;
+                }
+        }
         switch (c) {
         case O_MODEL: if (copy_str(opt, optarg, o->model, sizeof o->model, err, errlen)) return -1; break;
         case O_STAGES: if (parse_int(opt, optarg, 1, 4096, &iv, err, errlen)) return -1; o->stages = (int)iv; break;
@@ -207,15 +348,21 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_GAMMA: if (parse_real(opt, optarg, 0, 1e3, &o->lr_gamma, err, errlen)) return -1; break;
         case O_SEED: if (parse_int(opt, optarg, 0, LLONG_MAX, &iv, err, errlen)) return -1; o->seed = (uint64_t)iv; break;
         case O_NOSHUF: o->shuffle = 0; break;
-        case O_DATA:
-            if (strcmp(optarg, "fashion-mnist") && strcmp(optarg, "mnist") &&
-                strcmp(optarg, "cifar10") && strcmp(optarg, "synthetic")) {
-                snprintf(err, errlen, "--data: expected fashion-mnist, mnist, cifar10 or synthetic, got '%s'", optarg);
+        case O_DATA: {
+            char why[512];
+            if (cdp_data_spec_parse(optarg, &spec, why, sizeof why) != 0) {
+                snprintf(err, errlen, "--data: %s", why);
                 return -1;
             }
-            snprintf(o->data, sizeof o->data, "%s", optarg);
+            if (copy_str(opt, optarg, o->data, sizeof o->data, err, errlen)) return -1;
             break;
-        case O_DATADIR: if (copy_str(opt, optarg, o->data_dir, sizeof o->data_dir, err, errlen)) return -1; break;
+        }
+        case O_DATADIR:
+            if (copy_str(opt, optarg, o->data_dir, sizeof o->data_dir, err, errlen)) return -1;
+            dir_given = 1;
+            break;
+        case O_AUGMENT: if (parse_augment(optarg, &o->augment, err, errlen)) return -1; break;
+        case O_NORMALIZE: if (parse_normalize(optarg, o, err, errlen)) return -1; break;
         case O_INIT: if (copy_str(opt, optarg, o->init_weights, sizeof o->init_weights, err, errlen)) return -1; break;
         case O_SAVE: if (copy_str(opt, optarg, o->save_weights, sizeof o->save_weights, err, errlen)) return -1; break;
         case O_METRICS: if (copy_str(opt, optarg, o->metrics, sizeof o->metrics, err, errlen)) return -1; break;
@@ -238,20 +385,39 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_QUIET: o->quiet = 1; break;
         case 'h': case O_HELP: o->help = 1; break;
         case O_VERSION: o->version = 1; break;
-        case ':':
-            snprintf(err, errlen, "%s: missing value", argv[optind - 1]);
+        case ':':   /* a required value is missing (the option ended the line) */
+            if (optopt >= O_MODEL && optopt <= O_VERSION)
+                snprintf(err, errlen, "--%s: the value is missing (see --help)",
+                         longopts[optopt - O_MODEL].name);
+            else
+                snprintf(err, errlen, "%s: the value is missing (see --help)",
+                         optind - 1 < argc ? argv[optind - 1] : "?");
             return -1;
         default:
-            if (optopt)
+            if (optopt >= O_MODEL && optopt <= O_VERSION)   /* --quiet=1 */
+                snprintf(err, errlen, "--%s takes no value (see --help)",
+                         longopts[optopt - O_MODEL].name);
+            else if (optopt > 32 && optopt < 127)
                 snprintf(err, errlen, "unknown option '-%c' (see --help)", optopt);
             else
-                snprintf(err, errlen, "unknown option '%s' (see --help)", argv[optind - 1]);
+                snprintf(err, errlen, "unknown option '%s' (see --help)",
+                         optind - 1 < argc ? argv[optind - 1] : "?");
             return -1;
         }
     }
     if (optind < argc) {
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
         return -1;
+    }
+    if (!dir_given) {
+        /* the kind's own directory: --data mnist never reads Fashion-MNIST */
+        if (cdp_data_spec_parse(o->data, &spec, err, errlen) != 0)
+            return -1;
+        if (cdp_data_default_dir(spec.kind, o->data_dir, sizeof o->data_dir) != 0) {
+            snprintf(err, errlen, "--data-dir: the default directory of %s is too long "
+                     "(is $CDP_DATA_DIR right?)", spec.kind);
+            return -1;
+        }
     }
     return 0;
 }
@@ -282,6 +448,18 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
     h = hash_bytes(h, &o->seed, sizeof o->seed);
     h = hash_bytes(h, o->data, strlen(o->data));
     h = hash_bytes(h, &o->shuffle, sizeof o->shuffle);
+    /* the transforms only when set: the hash of a run without them (and
+     * the checkpoints it wrote) is the one of the versions before them */
+    if (o->augment.crop_pad || o->augment.flip) {
+        h = hash_bytes(h, "augment", 7);
+        h = hash_bytes(h, &o->augment, sizeof o->augment);
+    }
+    if (o->norm_count) {
+        h = hash_bytes(h, "normalize", 9);
+        h = hash_bytes(h, &o->norm_count, sizeof o->norm_count);
+        h = hash_bytes(h, o->norm_mean, (size_t)o->norm_count * sizeof(float));
+        h = hash_bytes(h, o->norm_std, (size_t)o->norm_count * sizeof(float));
+    }
     return h;
 }
 

@@ -49,7 +49,7 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
     for (int64_t k = 0; k < c->steps; k++) {
         for (int i = 0; i < N; i++) {
             cdp_batcher_gather(&bat, k, i, hp, hl);
-            be->pixels_to_input(in_n, hp, x);
+            be->pixels_to_input(B, c->train->channels, c->train->height * c->train->width, hp, c->train->norm, x);
             be->to_device(lab, hl, (size_t)B * sizeof(int32_t));
             const float *w[CDP_MAX_LAYERS];
             for (int l = 0; l < L; l++) {

@@ -38,4 +38,27 @@ for np in 1 3; do
     check $np "inputs" --model mlp:100-10
 done
 check 3 "fewer than the 3 ranks" --data synthetic --workers 2
+# a value missing at the end of the line names the option (no control byte)
+mkdir -p "$TMP/fifo" "$TMP/root/fashion-mnist"
+mkfifo "$TMP/fifo/train-images-idx3-ubyte.gz"
+: > "$TMP/fifo/train-labels-idx1-ubyte.gz"
+for np in 1 3; do
+    check $np "--epochs: the value is missing" --data synthetic --epochs
+    # each data set has its own directory: mnist never reads fashion-mnist
+    CDP_DATA_DIR="$TMP/root" check $np "root/mnist/train-images-idx3-ubyte" --data mnist
+    # a FIFO in place of an IDX file: refused at once, not waited on
+    check $np "FIFO" --data-dir "$TMP/fifo"
+done
+check 1 "--lr: the value is missing" --data synthetic --lr
+check 1 "--data: the value is missing" --data
+check 1 "--data-dir: the value is missing" --data-dir --data synthetic
+check 1 "ossci-datasets" --data mnist --data-dir "$TMP/nowhere"
+check 1 "nowhere/data_batch_1.bin: cannot open" --data cifar10 --data-dir "$TMP/nowhere"
+check 1 "cifar-10-binary.tar.gz" --data cifar10 --data-dir "$TMP/nowhere"
+check 1 "CxHxW" --data synthetic:3x32
+check 1 "n=0" --data synthetic:1x28x28:n=0
+check 1 "more than the 10 training samples" --data synthetic:n=10 --batch 8
+check 1 "--augment" --augment crop=x
+check 1 "--normalize" --normalize 0.5/0
+check 1 "1 channel" --data synthetic --normalize 0.5,0.5/0.2,0.2
 finish

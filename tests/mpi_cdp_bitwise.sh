@@ -1,6 +1,7 @@
 # cdp-v1 and cdp-v2: weights after K steps bitwise identical on 1, 2, 3 and
 # 4 ranks (N = 4 and N = 6, L = 3) and bitwise equal to the serial
-# reference; with N = 1, cdp-v2 is dp.
+# reference; with N = 1, cdp-v2 is dp; the same with --augment and
+# --normalize.
 . "$(dirname "$0")/lib.sh"
 M=mlp:784-64-32-10
 common="--data synthetic --model $M --stages 3 --batch 8 --steps 10 --quiet --eval-every 0 --lr 0.05 --momentum 0.9 --weight-decay 5e-4"
@@ -54,6 +55,27 @@ for np in 1 2; do
         fail "B=512 on $np rank(s) --verify: $out"
     fi
 done
+# augmentation and normalisation: the pixels depend on (seed, epoch, sample)
+# only, so 1 and 3 ranks (and the serial reference) give the same bits; and
+# they do change the run
+A=mlp:192-32-10
+aug="--data synthetic:3x8x8:n=96 --model $A --workers 3 --batch 8 --steps 12 --quiet --eval-every 0 --rule cdp-v2"
+tf="--augment crop=2,flip --normalize 0.5,0.4,0.3/0.2,0.25,0.3"
+for np in 1 3; do
+    out=$(run $np $aug $tf --verify --save-weights "$TMP/aug$np.st" 2>&1)
+    if [ $? -eq 0 ] && echo "$out" | grep -q " 0 of .* differ bitwise"; then
+        pass "--augment/--normalize, $np rank(s): equals the serial reference bitwise"
+    else
+        fail "--augment/--normalize on $np rank(s) --verify: $out"
+    fi
+done
+same $A "$TMP/aug3.st" "$TMP/aug1.st" 0 "--augment/--normalize: 3 ranks bitwise equal to 1 rank"
+run 1 $aug --save-weights "$TMP/noaug.st" >/dev/null || fail "synthetic:3x8x8 without transforms"
+if "$COMPARE" $A "$TMP/aug1.st" "$TMP/noaug.st" 0 >/dev/null; then
+    fail "--augment/--normalize change nothing"
+else
+    pass "--augment/--normalize change the run"
+fi
 run 1 $common --workers 1 --rule cdp-v2 --save-weights "$TMP/n1-cdp.st" >/dev/null || fail "N=1 cdp-v2"
 run 1 $common --workers 1 --rule dp --save-weights "$TMP/n1-dp.st" >/dev/null || fail "N=1 dp"
 same $M "$TMP/n1-cdp.st" "$TMP/n1-dp.st" 0 "N=1: cdp-v2 is dp bitwise"

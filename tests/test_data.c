@@ -1,8 +1,17 @@
 /* Tests of the data module: IDX (gzipped and plain), CIFAR-10 binary,
- * synthetic data, the epoch permutation, and cdp_data_load. */
+ * synthetic data, the epoch permutation, cdp_data_load / cdp_data_open
+ * (shapes, per-kind directories), the batcher's augmentation, the
+ * normalisation, and the data options of the option parser. */
+#include "cdp/backend.h"
+#include "cdp/batch.h"
 #include "cdp/data.h"
+#include "cdp/options.h"
+#include "cdp/rng.h"
 
 #include <check.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,6 +227,9 @@ START_TEST(idx_good)
     ck_assert_msg(cdp_load_idx(img, lab, &d, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(d.n, 25);
     ck_assert_int_eq(d.dim, 12);
+    ck_assert_int_eq(d.channels, 1);
+    ck_assert_int_eq(d.height, 3);
+    ck_assert_int_eq(d.width, 4);
     ck_assert_int_eq(d.classes, 10);
     for (int64_t i = 0; i < d.n; i++) {
         ck_assert_int_eq(d.labels[i], (int)(i % 10));
@@ -510,6 +522,18 @@ START_TEST(cifar_good_and_concat)
     ck_assert_int_eq(d.n, 3);
     ck_assert_int_eq(d.dim, 3072);
     ck_assert_int_eq(d.classes, 10);
+    ck_assert_int_eq(d.channels, 3);
+    ck_assert_int_eq(d.height, 32);
+    ck_assert_int_eq(d.width, 32);
+    /* a record is 1024 red, 1024 green, then 1024 blue bytes, each plane
+     * row-major: already CHW, so byte p of record r is at (c, y, x) =
+     * (p / 1024, p % 1024 / 32, p % 32) of image r */
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < 32; y += 7)
+                for (int x = 0; x < 32; x += 5)
+                    ck_assert_uint_eq(d.pixels[(size_t)r * 3072 + ((size_t)c * 32 + y) * 32 + x],
+                                      (uint8_t)(r * 31 + c * 1024 + y * 32 + x));
     for (int r = 0; r < 3; r++) {
         ck_assert_int_eq(d.labels[r], r);
         ck_assert_uint_eq(d.pixels[r * 3072 + 100], (uint8_t)(r * 31 + 100));
@@ -606,6 +630,10 @@ START_TEST(synthetic_load_learnable)
     ck_assert_int_eq(d.train.dim, 784);
     ck_assert_int_eq(d.test.dim, 784);
     ck_assert_int_eq(d.train.classes, 10);
+    ck_assert(d.train.channels == 1 && d.train.height == 28 && d.train.width == 28);
+    ck_assert(d.test.channels == 1 && d.test.height == 28 && d.test.width == 28);
+    ck_assert(d.train.norm == NULL && d.test.norm == NULL);
+    ck_assert(!cdp_augment_active(&d.train.augment));
     ck_assert(memcmp(d.train.pixels, d.test.pixels, 2048 * 784) != 0);
 
     int dim = 784;
@@ -726,6 +754,8 @@ START_TEST(load_fashion_dir)
     ck_assert_int_eq(d.train.n, 30);
     ck_assert_int_eq(d.test.n, 12);
     ck_assert_int_eq(d.train.dim, 784);
+    ck_assert(d.train.channels == 1 && d.train.height == 28 && d.train.width == 28);
+    ck_assert(d.test.channels == 1 && d.test.height == 28 && d.test.width == 28);
     ck_assert_uint_eq(d.test.pixels[11 * 784 + 5], pix_value(11, 5));
     cdp_data_free(&d);
 
@@ -801,6 +831,8 @@ START_TEST(load_cifar_dir)
     ck_assert_int_eq(d.train.n, 10);
     ck_assert_int_eq(d.test.n, 3);
     ck_assert_int_eq(d.train.dim, 3072);
+    ck_assert(d.train.channels == 3 && d.train.height == 32 && d.train.width == 32);
+    ck_assert(d.test.channels == 3 && d.test.height == 32 && d.test.width == 32);
     for (int r = 0; r < 10; r++)
         ck_assert_int_eq(d.train.labels[r], r);
     cdp_data_free(&d);
@@ -841,6 +873,680 @@ START_TEST(real_fashion_mnist)
         ck_assert_int_eq(cte[c], 1000);
     }
     cdp_data_free(&d);
+}
+END_TEST
+
+/* --------------------------------------------------- file types (IDX) */
+
+/* A FIFO, a directory or a symbolic-link loop in place of a data file is
+ * reported for what it is, at once (the tcase has a short timeout: a FIFO
+ * opened for a blocking read would hang the test). */
+START_TEST(idx_not_regular)
+{
+    char img[512], lab[512], fifo[512], dir[512], la[512], lb[512];
+    names(0, "nr", img, lab, sizeof img);
+    write_images(img, 0, 0x803, 5, 2, 2, 20, 0);
+    write_labels(lab, 0, 0x801, 5, 5, 0, -1, 0);
+    tmp_path(fifo, sizeof fifo, "a-fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    expect_idx_failure(fifo, lab, fifo, "FIFO");
+    expect_idx_failure(img, fifo, fifo, "FIFO");
+    tmp_path(dir, sizeof dir, "nr-directory");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    expect_idx_failure(dir, lab, dir, "directory");
+    tmp_path(la, sizeof la, "loop-a");
+    tmp_path(lb, sizeof lb, "loop-b");
+    ck_assert_int_eq(symlink(lb, la), 0);
+    ck_assert_int_eq(symlink(la, lb), 0);
+    expect_idx_failure(la, lab, la, "symbolic link loop");
+    expect_idx_failure(img, la, la, "symbolic link loop");
+
+    /* CIFAR-10 too */
+    const char *one[1] = {fifo};
+    cdp_dataset d;
+    char err[1024];
+    ck_assert_int_eq(cdp_load_cifar10(one, 1, &d, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, fifo) && strstr(err, "FIFO"), "%s", err);
+    one[0] = la;
+    ck_assert_int_eq(cdp_load_cifar10(one, 1, &d, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, la) && strstr(err, "symbolic link loop"), "%s", err);
+
+    /* in a data directory: the .gz name holds the odd thing, the plain one
+     * is absent; the error names the odd thing, not "No such file" */
+    const char *what[3] = {"FIFO", "directory", "symbolic link loop"};
+    for (int k = 0; k < 3; k++) {
+        char dd[512], p[1024], q[1024];
+        snprintf(q, sizeof q, "odd-dir-%d", k);
+        tmp_path(dd, sizeof dd, q);
+        ck_assert_int_eq(mkdir(dd, 0700), 0);
+        snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz", dd);
+        if (k == 0)
+            ck_assert_int_eq(mkfifo(p, 0600), 0);
+        else if (k == 1)
+            ck_assert_int_eq(mkdir(p, 0700), 0);
+        else
+            ck_assert_int_eq(symlink(p, p), 0);
+        snprintf(q, sizeof q, "%s/train-labels-idx1-ubyte", dd);
+        write_labels(q, 0, 0x801, 5, 5, 0, -1, 0);
+        cdp_data dt;
+        ck_assert_int_eq(cdp_data_load("fashion-mnist", dd, 1, &dt, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, p) && strstr(err, what[k]), "%s", err);
+        ck_assert_msg(!strstr(err, "No such file"), "%s", err);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------- per-kind directory */
+
+static void write_idx_dir(const char *dir, uint32_t ntrain, uint32_t ntest)
+{
+    char p[2048];
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz", dir);
+    write_images(p, 1, 0x803, ntrain, 28, 28, (size_t)ntrain * 784, 0);
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte.gz", dir);
+    write_labels(p, 1, 0x801, ntrain, ntrain, 0, -1, 0);
+    snprintf(p, sizeof p, "%s/t10k-images-idx3-ubyte.gz", dir);
+    write_images(p, 1, 0x803, ntest, 28, 28, (size_t)ntest * 784, 0);
+    snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte.gz", dir);
+    write_labels(p, 1, 0x801, ntest, ntest, 0, -1, 0);
+}
+
+START_TEST(default_dirs)
+{
+    char buf[1024], root[512], want[1024];
+    unsetenv("CDP_DATA_DIR");
+    ck_assert_int_eq(cdp_data_default_dir("fashion-mnist", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/usr/share/datasets/fashion-mnist");
+    ck_assert_int_eq(cdp_data_default_dir("mnist", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/usr/share/datasets/mnist");
+    ck_assert_int_eq(cdp_data_default_dir("cifar10", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "/usr/share/datasets/cifar10");
+    ck_assert_int_eq(cdp_data_default_dir("synthetic", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "");
+    ck_assert_int_eq(cdp_data_default_dir("imagenet", buf, sizeof buf), -1);
+    ck_assert_int_eq(cdp_data_default_dir("mnist", buf, 8), -1);
+
+    /* a root with Fashion-MNIST only */
+    tmp_path(root, sizeof root, "root");
+    ck_assert_int_eq(mkdir(root, 0700), 0);
+    snprintf(want, sizeof want, "%s/fashion-mnist", root);
+    write_idx_dir(want, 20, 8);
+    char slash[600];
+    snprintf(slash, sizeof slash, "%s//", root);
+    ck_assert_int_eq(setenv("CDP_DATA_DIR", slash, 1), 0);
+    ck_assert_int_eq(cdp_data_default_dir("mnist", buf, sizeof buf), 0);
+    snprintf(want, sizeof want, "%s/mnist", root);
+    ck_assert_str_eq(buf, want);
+
+    cdp_data d;
+    char err[2048] = "";
+    ck_assert_msg(cdp_data_load("fashion-mnist", NULL, 1, &d, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(d.train.n, 20);
+    ck_assert_str_eq(d.name, "fashion-mnist");
+    cdp_data_free(&d);
+    ck_assert_msg(cdp_data_open("fashion-mnist", "", 1, 0, 0, &d, err, sizeof err) == 0, "%s", err);
+    cdp_data_free(&d);
+
+    /* mnist never falls back to the Fashion-MNIST files */
+    ck_assert_int_eq(cdp_data_load("mnist", NULL, 1, &d, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s/mnist/train-images-idx3-ubyte", root);
+    ck_assert_msg(strstr(err, want) != NULL, "error '%s' does not name %s", err, want);
+    ck_assert_msg(strstr(err, "MNIST") && strstr(err, "https://"), "no source in '%s'", err);
+    ck_assert_msg(!strstr(err, "fashion"), "'%s' mentions fashion", err);
+    ck_assert(strchr(err, '\n') == NULL);
+    /* an mnist directory that lacks the test files names the missing one */
+    snprintf(want, sizeof want, "%s/mnist", root);
+    ck_assert_int_eq(mkdir(want, 0700), 0);
+    char p[2048];
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", want);
+    write_images(p, 0, 0x803, 10, 28, 28, 10 * 784, 0);
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte", want);
+    write_labels(p, 0, 0x801, 10, 10, 0, -1, 0);
+    ck_assert_int_eq(cdp_data_load("mnist", NULL, 1, &d, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "mnist/t10k-images-idx3-ubyte") && strstr(err, "ossci-datasets"),
+                  "%s", err);
+    ck_assert_msg(!strstr(err, "fashion"), "'%s' mentions fashion", err);
+
+    /* cifar10 looks in its own directory */
+    ck_assert_int_eq(cdp_data_load("cifar10", NULL, 1, &d, err, sizeof err), -1);
+    snprintf(want, sizeof want, "%s/cifar10/data_batch_1.bin", root);
+    ck_assert_msg(strstr(err, want) && strstr(err, "cifar-10-binary.tar.gz"), "%s", err);
+
+    /* the option parser resolves the same directories; --data-dir wins */
+    cdp_options o;
+    char *a1[] = {"cdp_run", "--data", "mnist", NULL};
+    cdp_options_defaults(&o);
+    ck_assert_int_eq(cdp_options_parse(&o, 3, a1, err, sizeof err), 0);
+    snprintf(want, sizeof want, "%s/mnist", root);
+    ck_assert_str_eq(o.data_dir, want);
+    unsetenv("CDP_DATA_DIR");
+    char *a2[] = {"cdp_run", "--data", "cifar10", NULL};
+    cdp_options_defaults(&o);
+    ck_assert_int_eq(cdp_options_parse(&o, 3, a2, err, sizeof err), 0);
+    ck_assert_str_eq(o.data_dir, "/usr/share/datasets/cifar10");
+    char *a3[] = {"cdp_run", NULL};
+    cdp_options_defaults(&o);
+    ck_assert_int_eq(cdp_options_parse(&o, 1, a3, err, sizeof err), 0);
+    ck_assert_str_eq(o.data, "fashion-mnist");
+    ck_assert_str_eq(o.data_dir, "/usr/share/datasets/fashion-mnist");
+    char *a4[] = {"cdp_run", "--data-dir", "/x/y", "--data", "mnist", NULL};
+    cdp_options_defaults(&o);
+    ck_assert_int_eq(cdp_options_parse(&o, 5, a4, err, sizeof err), 0);
+    ck_assert_str_eq(o.data_dir, "/x/y");
+    /* the help shows the per-kind default */
+    char *help = NULL;
+    size_t hl = 0;
+    FILE *hf = open_memstream(&help, &hl);
+    ck_assert_ptr_nonnull(hf);
+    cdp_options_help(hf);
+    fclose(hf);
+    ck_assert_msg(strstr(help, "per data set: /usr/share/datasets/KIND") &&
+                  strstr(help, "CDP_DATA_DIR") && strstr(help, "--augment") &&
+                  strstr(help, "--normalize") && strstr(help, "synthetic[:CxHxW]"), "%s", help);
+    free(help);
+}
+END_TEST
+
+/* ------------------------------------------------------- synthetic spec */
+
+START_TEST(synthetic_spec)
+{
+    cdp_data_spec s;
+    char err[512];
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic", &s, err, sizeof err), 0);
+    ck_assert_str_eq(s.kind, "synthetic");
+    ck_assert(s.channels == 0 && s.train_n == 0 && s.test_n == 0);
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic:3x224x224", &s, err, sizeof err), 0);
+    ck_assert(s.channels == 3 && s.height == 224 && s.width == 224 && s.train_n == 0);
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic:3x224x224:n=512", &s, err, sizeof err), 0);
+    ck_assert(s.channels == 3 && s.train_n == 512 && s.test_n == 0);
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic:test=7:n=100:1x5x6", &s, err, sizeof err), 0);
+    ck_assert(s.channels == 1 && s.height == 5 && s.width == 6 && s.train_n == 100 &&
+              s.test_n == 7);
+    ck_assert_int_eq(cdp_data_spec_parse("cifar10", &s, err, sizeof err), 0);
+    ck_assert_str_eq(s.kind, "cifar10");
+    ck_assert_int_eq(cdp_data_spec_parse("mnist", &s, err, sizeof err), 0);
+    ck_assert_str_eq(s.kind, "mnist");
+
+    static const struct { const char *spec, *word; } bad[] = {
+        {"synthetic:", "unknown synthetic field"},
+        {"synthetic:3x32", "CxHxW"},
+        {"synthetic:3x32x32x2", "CxHxW"},
+        {"synthetic:0x1x1", "CxHxW"},
+        {"synthetic:3x-1x2", "CxHxW"},
+        {"synthetic:3x 1x2", "CxHxW"},
+        {"synthetic:3xx2", "CxHxW"},
+        {"synthetic:3x2x", "CxHxW"},
+        {"synthetic:4096x4096x2", "larger than"},
+        {"synthetic:3x32x32:3x32x32", "twice"},
+        {"synthetic:n=0", "n=0"},
+        {"synthetic:n=", "unknown synthetic field"},
+        {"synthetic:n=12a", "n=12a"},
+        {"synthetic:n=-5", "n=-5"},
+        {"synthetic:n=5:n=6", "twice"},
+        {"synthetic:test=0", "test=0"},
+        {"synthetic:n=99999999999", "n=99999999999"},
+        {"synthetic:1024x1024x16:n=2000", "more than"},
+        {"synthetic:foo", "unknown synthetic field"},
+        {"synthetic3x3x3", "unknown data set"},
+        {"mnist:1x28x28", "takes no options"},
+        {"imagenet", "unknown data set"},
+        {"", "unknown data set"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        err[0] = '\0';
+        ck_assert_msg(cdp_data_spec_parse(bad[k].spec, &s, err, sizeof err) == -1,
+                      "'%s' accepted", bad[k].spec);
+        ck_assert_msg(strstr(err, bad[k].word) != NULL, "'%s': error '%s' lacks '%s'",
+                      bad[k].spec, err, bad[k].word);
+        ck_assert_msg(strstr(err, bad[k].spec) != NULL || !*bad[k].spec,
+                      "'%s': error '%s' does not name it", bad[k].spec, err);
+    }
+
+    /* the default counts: max(min(8192, 256 MiB / dim), N*B), test a quarter */
+    int64_t tr, te;
+    cdp_data_spec none = {0};
+    cdp_data_synthetic_counts(&none, 784, 0, &tr, &te);
+    ck_assert(tr == 8192 && te == 2048);
+    cdp_data_synthetic_counts(&none, 784, 128, &tr, &te);
+    ck_assert(tr == 8192 && te == 2048);
+    cdp_data_synthetic_counts(&none, 784, 10000, &tr, &te);
+    ck_assert(tr == 10000 && te == 2500);
+    cdp_data_synthetic_counts(&none, 3 * 224 * 224, 128, &tr, &te);
+    ck_assert_int_eq(tr, 1783);            /* 268435456 / 150528 = 1783.3 */
+    ck_assert_int_eq(te, 445);
+    cdp_data_synthetic_counts(&none, 3 * 224 * 224, 4096, &tr, &te);
+    ck_assert(tr == 4096 && te == 1024);
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic:3x224x224:n=512", &s, err, sizeof err), 0);
+    cdp_data_synthetic_counts(&s, 150528, 4096, &tr, &te);
+    ck_assert(tr == 512 && te == 128);     /* given: kept, even below a step */
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic:n=3", &s, err, sizeof err), 0);
+    cdp_data_synthetic_counts(&s, 784, 0, &tr, &te);
+    ck_assert(tr == 3 && te == 1);
+    ck_assert_int_eq(cdp_data_spec_parse("synthetic:test=7", &s, err, sizeof err), 0);
+    cdp_data_synthetic_counts(&s, 784, 0, &tr, &te);
+    ck_assert(tr == 8192 && te == 7);
+}
+END_TEST
+
+START_TEST(synthetic_open)
+{
+    cdp_data d;
+    char err[512] = "";
+    ck_assert_msg(cdp_data_open("synthetic:3x8x8:n=64", NULL, 5, 0, 0, &d, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert(d.train.n == 64 && d.test.n == 16);
+    ck_assert(d.train.channels == 3 && d.train.height == 8 && d.train.width == 8);
+    ck_assert(d.test.channels == 3 && d.test.height == 8 && d.test.width == 8);
+    ck_assert(d.train.dim == 192 && d.test.dim == 192);
+    cdp_data_free(&d);
+    /* a step larger than the default count */
+    ck_assert(cdp_data_open("synthetic:2x4x4", NULL, 5, 9000, 0, &d, err, sizeof err) == 0);
+    ck_assert(d.train.n == 9000 && d.test.n == 2250 && d.train.dim == 32);
+    cdp_data_free(&d);
+    /* plain synthetic: the model's input; 784 (or none) is 1x28x28 and the
+     * same bytes as always */
+    ck_assert(cdp_data_open("synthetic", NULL, 7, 128, 784, &d, err, sizeof err) == 0);
+    ck_assert(d.train.n == 8192 && d.test.n == 2048);
+    ck_assert(d.train.channels == 1 && d.train.height == 28 && d.train.width == 28);
+    cdp_dataset ref;
+    ck_assert_int_eq(cdp_make_synthetic(8192, 784, 7, &ref), 0);
+    ck_assert(memcmp(ref.pixels, d.train.pixels, 8192 * 784) == 0);
+    ck_assert(memcmp(ref.labels, d.train.labels, 8192 * sizeof(int32_t)) == 0);
+    cdp_dataset_free(&ref);
+    cdp_data_free(&d);
+    ck_assert(cdp_data_open("synthetic", NULL, 7, 0, 512, &d, err, sizeof err) == 0);
+    ck_assert(d.train.channels == 1 && d.train.height == 1 && d.train.width == 512);
+    cdp_data_free(&d);
+    ck_assert(cdp_data_open("synthetic", NULL, 7, 0, 100, &d, err, sizeof err) == 0);
+    ck_assert(d.train.channels == 1 && d.train.height == 10 && d.train.width == 10);
+    cdp_data_free(&d);
+    ck_assert_int_eq(cdp_data_open("synthetic:3x", NULL, 7, 0, 0, &d, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "CxHxW"), "%s", err);
+}
+END_TEST
+
+/* --------------------------------------------------------- augmentation */
+
+/* The documented draws, written out again here (batch.h):
+ *   es = cdp_mix64(epoch)
+ *   dy = cdp_rand_u64(seed, CROP_Y ^ es, index) % (2P+1), dx likewise
+ *   flip = cdp_rand_unit(seed, FLIP ^ es, index) < 0.5f */
+static void my_draws(uint64_t seed, int64_t epoch, int64_t index, int P, int flip_on,
+                     int *dy, int *dx, int *flip)
+{
+    const uint64_t es = cdp_mix64((uint64_t)epoch);
+    *dy = *dx = *flip = 0;
+    if (P > 0) {
+        *dy = (int)(cdp_rand_u64(seed, 0x6364702d63726f79ULL ^ es, (uint64_t)index) %
+                    (uint64_t)(2 * P + 1));
+        *dx = (int)(cdp_rand_u64(seed, 0x6364702d63726f78ULL ^ es, (uint64_t)index) %
+                    (uint64_t)(2 * P + 1));
+    }
+    if (flip_on)
+        *flip = cdp_rand_unit(seed, 0x6364702d666c6970ULL ^ es, (uint64_t)index) < 0.5f;
+}
+
+/* An independent reference: pad the image with P zeros, take the H x W
+ * window at (dy, dx), then mirror each row if flip. */
+static void my_augment(const uint8_t *in, int C, int H, int W, int P, int dy, int dx,
+                       int flip, uint8_t *out)
+{
+    const int PH = H + 2 * P, PW = W + 2 * P;
+    uint8_t *pad = calloc((size_t)C * PH * PW, 1), *crop = malloc((size_t)C * H * W);
+    ck_assert(pad && crop);
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                pad[((size_t)c * PH + y + P) * PW + x + P] = in[((size_t)c * H + y) * W + x];
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                crop[((size_t)c * H + y) * W + x] = pad[((size_t)c * PH + y + dy) * PW + x + dx];
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++)
+                out[((size_t)c * H + y) * W + x] =
+                    crop[((size_t)c * H + y) * W + (flip ? W - 1 - x : x)];
+    free(pad);
+    free(crop);
+}
+
+/* n copies of the 2 x 3 x 4 image: plane 0 is 1..12 row by row, plane 1
+ * is 101..112. */
+static void tiny_set(cdp_dataset *d, int n)
+{
+    memset(d, 0, sizeof *d);
+    d->n = n;
+    d->channels = 2;
+    d->height = 3;
+    d->width = 4;
+    d->dim = 24;
+    d->classes = 10;
+    d->pixels = malloc((size_t)n * 24);
+    d->labels = malloc((size_t)n * sizeof(int32_t));
+    ck_assert(d->pixels && d->labels);
+    for (int i = 0; i < n; i++) {
+        for (int p = 0; p < 12; p++) {
+            d->pixels[(size_t)i * 24 + p] = (uint8_t)(1 + p);
+            d->pixels[(size_t)i * 24 + 12 + p] = (uint8_t)(101 + p);
+        }
+        d->labels[i] = i % 10;
+    }
+}
+
+/* Crop with P = 1 and flip against hand-written outputs of the tiny image:
+ * for each (dy, dx, flip) below, a sample whose documented draws give it
+ * is found, gathered by the batcher, and compared. */
+START_TEST(augment_hand)
+{
+    static const struct { int dy, dx, flip; uint8_t out[12]; } cases[] = {
+        {0, 0, 0, {0, 0, 0, 0,   0, 1, 2, 3,   0, 5, 6, 7}},
+        {1, 1, 0, {1, 2, 3, 4,   5, 6, 7, 8,   9, 10, 11, 12}},
+        {2, 1, 1, {8, 7, 6, 5,   12, 11, 10, 9,   0, 0, 0, 0}},
+        {0, 2, 1, {0, 0, 0, 0,   0, 4, 3, 2,   0, 8, 7, 6}},
+        {2, 2, 0, {6, 7, 8, 0,   10, 11, 12, 0,   0, 0, 0, 0}},
+        {1, 0, 1, {3, 2, 1, 0,   7, 6, 5, 0,   11, 10, 9, 0}},
+    };
+    enum { NS = 400 };
+    const uint64_t seed = 11;
+    cdp_dataset d;
+    tiny_set(&d, NS);
+    d.augment.crop_pad = 1;
+    d.augment.flip = 1;
+    cdp_batcher b;
+    ck_assert_int_eq(cdp_batcher_init(&b, &d, 1, NS, seed, 0), 0);  /* identity order */
+    uint8_t *px = malloc((size_t)NS * 24);
+    int32_t *lab = malloc(NS * sizeof(int32_t));
+    cdp_batcher_gather(&b, 0, 0, px, lab);                          /* epoch 0 */
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int found = -1;
+        for (int i = 0; i < NS && found < 0; i++) {
+            int dy, dx, fl;
+            my_draws(seed, 0, i, 1, 1, &dy, &dx, &fl);
+            if (dy == cases[k].dy && dx == cases[k].dx && fl == cases[k].flip)
+                found = i;
+        }
+        ck_assert_msg(found >= 0, "no sample draws (%d, %d, %d)", cases[k].dy, cases[k].dx,
+                      cases[k].flip);
+        cdp_augment_draw dr = cdp_augment_draws(&d.augment, seed, 0, found);
+        ck_assert(dr.dy == cases[k].dy && dr.dx == cases[k].dx && dr.flip == cases[k].flip);
+        const uint8_t *got = px + (size_t)found * 24;
+        for (int p = 0; p < 12; p++) {
+            ck_assert_msg(got[p] == cases[k].out[p], "(%d,%d,%d) sample %d pixel %d: %u, "
+                          "want %u", cases[k].dy, cases[k].dx, cases[k].flip, found, p,
+                          got[p], cases[k].out[p]);
+            uint8_t w1 = cases[k].out[p] ? (uint8_t)(cases[k].out[p] + 100) : 0;
+            ck_assert_msg(got[12 + p] == w1, "plane 1 pixel %d: %u, want %u", p, got[12 + p], w1);
+        }
+        ck_assert_int_eq(lab[found], found % 10);
+    }
+    /* the offsets cover [0, 2P] and flips are about half */
+    int seen[3] = {0, 0, 0}, flips = 0;
+    for (int i = 0; i < NS; i++) {
+        cdp_augment_draw dr = cdp_augment_draws(&d.augment, seed, 0, i);
+        ck_assert(dr.dy >= 0 && dr.dy <= 2 && dr.dx >= 0 && dr.dx <= 2);
+        seen[dr.dy]++;
+        flips += dr.flip;
+    }
+    ck_assert(seen[0] > 90 && seen[1] > 90 && seen[2] > 90);
+    ck_assert(flips > 150 && flips < 250);
+
+    /* flip only: no shift, each row mirrored; crop only: never mirrored */
+    d.augment.crop_pad = 0;
+    cdp_batcher_gather(&b, 0, 0, px, NULL);
+    int nflip = 0;
+    for (int i = 0; i < NS; i++) {
+        int dy, dx, fl;
+        my_draws(seed, 0, i, 0, 1, &dy, &dx, &fl);
+        ck_assert(dy == 0 && dx == 0);
+        nflip += fl;
+        for (int y = 0; y < 3; y++)
+            for (int x = 0; x < 4; x++)
+                ck_assert(px[(size_t)i * 24 + y * 4 + x] == 1 + y * 4 + (fl ? 3 - x : x));
+    }
+    ck_assert(nflip > 0 && nflip < NS);
+    d.augment.crop_pad = 1;
+    d.augment.flip = 0;
+    cdp_batcher_gather(&b, 0, 0, px, NULL);
+    for (int i = 0; i < NS; i++) {
+        int dy, dx, fl;
+        my_draws(seed, 0, i, 1, 0, &dy, &dx, &fl);
+        uint8_t want[24];
+        my_augment(d.pixels + (size_t)i * 24, 2, 3, 4, 1, dy, dx, 0, want);
+        ck_assert(memcmp(px + (size_t)i * 24, want, 24) == 0);
+    }
+    /* none: the plain bytes */
+    memset(&d.augment, 0, sizeof d.augment);
+    cdp_batcher_gather(&b, 0, 0, px, NULL);
+    ck_assert(memcmp(px, d.pixels, (size_t)NS * 24) == 0);
+    cdp_batcher_free(&b);
+    free(px);
+    free(lab);
+    cdp_dataset_free(&d);
+}
+END_TEST
+
+/* Whatever N, B and worker a sample lands on, the batcher gives it the
+ * pixels of (seed, epoch, index): the independent reference's. */
+START_TEST(augment_any_position)
+{
+    cdp_data data;
+    char err[256];
+    ck_assert(cdp_data_open("synthetic:3x5x6:n=240", NULL, 3, 0, 0, &data, err, sizeof err) == 0);
+    cdp_augment aug = {2, 1};
+    ck_assert_int_eq(cdp_data_set_transforms(&data, &aug, 0, NULL, NULL, err, sizeof err), 0);
+    const cdp_dataset *d = &data.train;
+    uint8_t *copy = malloc((size_t)d->n * d->dim);
+    memcpy(copy, d->pixels, (size_t)d->n * d->dim);
+    static const int NB[][2] = {{1, 8}, {4, 6}, {3, 5}, {2, 120}};
+    const uint64_t seed = 99;
+    uint8_t px[240 * 90], want[90];
+    int64_t changed = 0;
+    for (size_t c = 0; c < sizeof NB / sizeof NB[0]; c++) {
+        const int N = NB[c][0], B = NB[c][1];
+        cdp_batcher b;
+        ck_assert_int_eq(cdp_batcher_init(&b, d, N, B, seed, 1), 0);
+        for (int64_t k = 0; k < 3 * b.steps_per_epoch; k++) {
+            const int64_t epoch = k / b.steps_per_epoch;
+            for (int i = 0; i < N; i++) {
+                cdp_batcher_gather(&b, k, i, px, NULL);
+                const int64_t *idx = cdp_batcher_indices(&b, k, i);
+                for (int j = 0; j < B; j++) {
+                    int dy, dx, fl;
+                    my_draws(seed, epoch, idx[j], 2, 1, &dy, &dx, &fl);
+                    my_augment(d->pixels + (size_t)idx[j] * 90, 3, 5, 6, 2, dy, dx, fl, want);
+                    ck_assert_msg(memcmp(px + (size_t)j * 90, want, 90) == 0,
+                                  "N=%d B=%d step %lld worker %d sample %lld", N, B,
+                                  (long long)k, i, (long long)idx[j]);
+                    changed += memcmp(want, d->pixels + (size_t)idx[j] * 90, 90) != 0;
+                    uint8_t again[90];
+                    cdp_augment_sample(d, seed, epoch, idx[j], again);
+                    ck_assert(memcmp(again, want, 90) == 0);
+                }
+            }
+        }
+        cdp_batcher_free(&b);
+    }
+    ck_assert(changed > 100);
+    /* the data set itself is never modified */
+    ck_assert(memcmp(copy, d->pixels, (size_t)d->n * d->dim) == 0);
+
+    /* determinism by (seed, epoch, index): different epochs and seeds differ */
+    int diff_epoch = 0, diff_seed = 0;
+    for (int64_t i = 0; i < d->n; i++) {
+        uint8_t a[90], b2[90], c2[90], a2[90];
+        cdp_augment_sample(d, seed, 0, i, a);
+        cdp_augment_sample(d, seed, 0, i, a2);
+        cdp_augment_sample(d, seed, 1, i, b2);
+        cdp_augment_sample(d, seed + 1, 0, i, c2);
+        ck_assert(memcmp(a, a2, 90) == 0);
+        diff_epoch += memcmp(a, b2, 90) != 0;
+        diff_seed += memcmp(a, c2, 90) != 0;
+    }
+    ck_assert_msg(diff_epoch > d->n / 2 && diff_seed > d->n / 2, "%d %d", diff_epoch, diff_seed);
+
+    /* evaluation sees none of it: the test set has no augmentation */
+    ck_assert(!cdp_augment_active(&data.test.augment));
+    ck_assert(cdp_augment_active(&data.train.augment));
+    cdp_batcher bt;
+    ck_assert_int_eq(cdp_batcher_init(&bt, &data.test, 1, 60, seed, 0), 0);
+    cdp_batcher_gather(&bt, 0, 0, px, NULL);
+    ck_assert(memcmp(px, data.test.pixels, 60 * 90) == 0);
+    cdp_batcher_free(&bt);
+    free(copy);
+    cdp_data_free(&data);
+}
+END_TEST
+
+/* -------------------------------------------------------- normalisation */
+
+START_TEST(normalize_values)
+{
+    cdp_data data;
+    char err[256];
+    ck_assert(cdp_data_open("synthetic:3x4x4:n=40", NULL, 3, 0, 0, &data, err, sizeof err) == 0);
+    const float mean[3] = {0.4914f, 0.4822f, 0.4465f}, std[3] = {0.2470f, 0.2435f, 0.2616f};
+    /* bad counts and values change nothing */
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 2, mean, std, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "3 channels") != NULL, "%s", err);
+    const float zero[3] = {0.5f, 0.0f, 0.5f}, neg[1] = {-1.0f}, nan1[1] = {NAN};
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 3, mean, zero, err, sizeof err), -1);
+    ck_assert_msg(strstr(err, "std") != NULL, "%s", err);
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 1, mean, neg, err, sizeof err), -1);
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 1, nan1, std, err, sizeof err), -1);
+    ck_assert(data.train.norm == NULL && data.test.norm == NULL);
+
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 3, mean, std, err, sizeof err), 0);
+    for (int k = 0; k < 2; k++) {
+        const float *nm = k ? data.test.norm : data.train.norm;
+        ck_assert_ptr_nonnull(nm);
+        for (int c = 0; c < 3; c++)
+            ck_assert(nm[c] == mean[c] && nm[3 + c] == std[c]);
+    }
+    /* through the CPU kernel, against the formula */
+    const cdp_backend *be = cdp_backend_cpu(1);
+    float x[40 * 48];
+    be->pixels_to_input(40, 3, 16, data.train.pixels, data.train.norm, x);
+    for (int i = 0; i < 40 * 48; i++) {
+        int c = (i / 16) % 3;
+        float v = (float)data.train.pixels[i] / 255.0f;
+        ck_assert(x[i] == (v - mean[c]) / std[c]);
+    }
+    /* one value for every channel */
+    const float m1 = 0.5f, s1 = 0.25f;
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 1, &m1, &s1, err, sizeof err), 0);
+    for (int c = 0; c < 3; c++)
+        ck_assert(data.test.norm[c] == 0.5f && data.test.norm[3 + c] == 0.25f);
+    be->pixels_to_input(10, 3, 16, data.test.pixels, data.test.norm, x);
+    for (int i = 0; i < 10 * 48; i++)
+        ck_assert(x[i] == ((float)data.test.pixels[i] / 255.0f - 0.5f) / 0.25f);
+    /* none again: plain / 255 */
+    ck_assert_int_eq(cdp_data_set_transforms(&data, NULL, 0, NULL, NULL, err, sizeof err), 0);
+    ck_assert(data.train.norm == NULL && data.test.norm == NULL);
+    cdp_data_free(&data);
+}
+END_TEST
+
+/* ------------------------------------------------------------- options */
+
+static int parse_args(cdp_options *o, char *err, size_t errlen, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, errlen);
+    argv[argc++] = "cdp_run";
+    for (char *a; (a = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    cdp_options_defaults(o);
+    err[0] = '\0';
+    return cdp_options_parse(o, argc, argv, err, errlen);
+}
+
+static void expect_option_error(const char *want1, const char *want2, int rc, const char *err)
+{
+    ck_assert_int_eq(rc, -1);
+    ck_assert_msg(strstr(err, want1) != NULL, "error '%s' lacks '%s'", err, want1);
+    if (want2)
+        ck_assert_msg(strstr(err, want2) != NULL, "error '%s' lacks '%s'", err, want2);
+    for (const char *p = err; *p; p++)
+        ck_assert_msg(isprint((unsigned char)*p), "error '%s' has a control byte", err);
+}
+
+START_TEST(options_data)
+{
+    cdp_options o;
+    char err[512];
+    /* a missing value names the option */
+    expect_option_error("--epochs", "missing", parse_args(&o, err, sizeof err, "--epochs", NULL), err);
+    expect_option_error("--lr", "missing", parse_args(&o, err, sizeof err, "--lr", NULL), err);
+    expect_option_error("--data-dir", "missing",
+                        parse_args(&o, err, sizeof err, "--data-dir", NULL), err);
+    expect_option_error("--epochs", "missing",
+                        parse_args(&o, err, sizeof err, "--epochs", "--lr", "0.1", NULL), err);
+    expect_option_error("--quiet", "no value",
+                        parse_args(&o, err, sizeof err, "--quiet=1", NULL), err);
+    expect_option_error("--frobnicate", "unknown",
+                        parse_args(&o, err, sizeof err, "--frobnicate", NULL), err);
+    expect_option_error("-x", "unknown", parse_args(&o, err, sizeof err, "-x", NULL), err);
+
+    /* --data */
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--data", "synthetic:3x32x32:n=64", NULL), 0);
+    ck_assert_str_eq(o.data, "synthetic:3x32x32:n=64");
+    ck_assert_str_eq(o.data_dir, "");
+    expect_option_error("--data", "CxHxW",
+                        parse_args(&o, err, sizeof err, "--data", "synthetic:3x32", NULL), err);
+    expect_option_error("--data", "unknown",
+                        parse_args(&o, err, sizeof err, "--data", "imagenet", NULL), err);
+
+    /* --augment */
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, NULL), 0);
+    ck_assert(o.augment.crop_pad == 0 && o.augment.flip == 0);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--augment", "crop=4,flip", NULL), 0);
+    ck_assert(o.augment.crop_pad == 4 && o.augment.flip == 1);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--augment", "flip", NULL), 0);
+    ck_assert(o.augment.crop_pad == 0 && o.augment.flip == 1);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--augment", "flip,crop=2", NULL), 0);
+    ck_assert(o.augment.crop_pad == 2 && o.augment.flip == 1);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--augment", "crop=3", NULL), 0);
+    ck_assert(o.augment.crop_pad == 3 && o.augment.flip == 0);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--augment", "none", NULL), 0);
+    ck_assert(o.augment.crop_pad == 0 && o.augment.flip == 0);
+    static const char *bad_aug[] = {"crop=0", "crop=-1", "crop=x", "crop=", "crop=4,,flip",
+                                    "flip,flip", "crop=1,crop=2", "rotate", "", "crop=99999"};
+    for (size_t k = 0; k < sizeof bad_aug / sizeof bad_aug[0]; k++)
+        expect_option_error("--augment", NULL,
+                            parse_args(&o, err, sizeof err, "--augment", bad_aug[k], NULL), err);
+
+    /* --normalize */
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--normalize",
+                                "0.4914,0.4822,0.4465/0.2470,0.2435,0.2616", NULL), 0);
+    ck_assert_int_eq(o.norm_count, 3);
+    ck_assert(o.norm_mean[1] == 0.4822f && o.norm_std[2] == 0.2616f);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--normalize", "0.5/0.25", NULL), 0);
+    ck_assert(o.norm_count == 1 && o.norm_mean[0] == 0.5f && o.norm_std[0] == 0.25f);
+    ck_assert_int_eq(parse_args(&o, err, sizeof err, "--normalize", "none", NULL), 0);
+    ck_assert_int_eq(o.norm_count, 0);
+    static const char *bad_norm[] = {"0.5", "0.5/0", "0.5/-1", "1,2/3", "a/b", "0.5/0.5/0.5",
+                                     "/0.5", "0.5/", "0.5,/0.5,1", "nan/1", "0.5/inf"};
+    for (size_t k = 0; k < sizeof bad_norm / sizeof bad_norm[0]; k++)
+        expect_option_error("--normalize", NULL,
+                            parse_args(&o, err, sizeof err, "--normalize", bad_norm[k], NULL), err);
+
+    /* the transforms enter the numerics hash only when set */
+    cdp_options a, b;
+    ck_assert_int_eq(parse_args(&a, err, sizeof err, NULL), 0);
+    ck_assert_int_eq(parse_args(&b, err, sizeof err, "--augment", "none", "--normalize", "none",
+                                NULL), 0);
+    ck_assert(cdp_options_numerics_hash(&a) == cdp_options_numerics_hash(&b));
+    ck_assert_int_eq(parse_args(&b, err, sizeof err, "--augment", "flip", NULL), 0);
+    ck_assert(cdp_options_numerics_hash(&a) != cdp_options_numerics_hash(&b));
+    ck_assert_int_eq(parse_args(&b, err, sizeof err, "--normalize", "0.5/0.5", NULL), 0);
+    ck_assert(cdp_options_numerics_hash(&a) != cdp_options_numerics_hash(&b));
 }
 END_TEST
 
@@ -893,6 +1599,22 @@ static Suite *data_suite(void)
     tcase_add_test(tc, load_errors);
     tcase_add_test(tc, load_cifar_dir);
     tcase_add_test(tc, real_fashion_mnist);
+    tcase_add_test(tc, default_dirs);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("file types");
+    tcase_set_timeout(tc, 10);   /* a blocking open of a FIFO would hang */
+    tcase_add_test(tc, idx_not_regular);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("shapes and transforms");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, synthetic_spec);
+    tcase_add_test(tc, synthetic_open);
+    tcase_add_test(tc, augment_hand);
+    tcase_add_test(tc, augment_any_position);
+    tcase_add_test(tc, normalize_values);
+    tcase_add_test(tc, options_data);
     suite_add_tcase(s, tc);
     return s;
 }

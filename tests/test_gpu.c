@@ -315,8 +315,8 @@ START_TEST(test_pixels)
     for (size_t i = 0; i < n; i++)
         px[i] = (uint8_t)(i < 256 ? i : next_u64());
     float *gx = put(gpu, NULL, n * 4), *cx = put(cpu, NULL, n * 4);
-    gpu->pixels_to_input(n, px, gx);
-    cpu->pixels_to_input(n, px, cx);
+    gpu->pixels_to_input(1, 1, (int)n, px, NULL, gx);
+    cpu->pixels_to_input(1, 1, (int)n, px, NULL, cx);
     /* a larger batch afterwards grows the staging buffer */
     size_t n2 = 64 * 3072;
     uint8_t *px2 = malloc(n2);
@@ -324,13 +324,27 @@ START_TEST(test_pixels)
     for (size_t i = 0; i < n2; i++)
         px2[i] = (uint8_t)next_u64();
     float *gx2 = put(gpu, NULL, n2 * 4);
-    gpu->pixels_to_input(n2, px2, gx2);
+    gpu->pixels_to_input(64, 3, 1024, px2, NULL, gx2);
     float *a = get(gpu, gx, n * 4), *b = get(cpu, cx, n * 4), *a2 = get(gpu, gx2, n2 * 4);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(a[i] == (float)px[i] / 255.0f && a[i] == b[i],
                       "pixels_to_input at %zu: gpu %.9g cpu %.9g", i, (double)a[i], (double)b[i]);
     for (size_t i = 0; i < n2; i++)
         ck_assert_msg(a2[i] == (float)px2[i] / 255.0f, "pixels_to_input (grown) at %zu", i);
+    /* normalised (CIFAR-10 statistics), 64 images of 3x32x32: the same
+     * bits as the CPU and as the formula */
+    const float norm[6] = {0.4914f, 0.4822f, 0.4465f, 0.2470f, 0.2435f, 0.2616f};
+    float *cx2 = put(cpu, NULL, n2 * 4);
+    gpu->pixels_to_input(64, 3, 1024, px2, norm, gx2);
+    cpu->pixels_to_input(64, 3, 1024, px2, norm, cx2);
+    float *g3 = get(gpu, gx2, n2 * 4), *c3 = get(cpu, cx2, n2 * 4);
+    for (size_t i = 0; i < n2; i++) {
+        int c = (int)((i / 1024) % 3);
+        float f = ((float)px2[i] / 255.0f - norm[c]) / norm[3 + c];
+        ck_assert_msg(g3[i] == f && c3[i] == f, "normalised pixels_to_input at %zu: gpu %.9g "
+                      "cpu %.9g formula %.9g", i, (double)g3[i], (double)c3[i], (double)f);
+    }
+    free(g3); free(c3); cpu->free(cx2);
     free(a); free(b); free(a2); free(px); free(px2);
     gpu->free(gx); gpu->free(gx2); cpu->free(cx);
 }
@@ -543,7 +557,7 @@ START_TEST(test_training_steps)
         double z[2] = {0, 0};
         double *stats = put(e, z, sizeof z);
         for (int s = 0; s < STEPS; s++) {
-            e->pixels_to_input((size_t)B * D, px + (size_t)s * B * D, x);
+            e->pixels_to_input(B, 1, D, px + (size_t)s * B * D, NULL, x);
             e->to_device(y, lab + (size_t)s * B, B * 4);
             e->linear_fwd(B, D, H, x, w1, c1, a1, 0);
             e->relu_fwd((size_t)B * H, a1);

@@ -283,12 +283,12 @@ START_TEST(elementwise)
     uint8_t *px = malloc(n);
     for (size_t k = 0; k < n; k++)
         px[k] = (uint8_t)(k * 7);
-    be->pixels_to_input(n, px, c);
+    be->pixels_to_input(1, 1, (int)n, px, NULL, c);
     for (size_t k = 0; k < n; k++)
         ck_assert(c[k] == (float)px[k] / 255.0f);
     ck_assert(c[0] == 0.0f);
     uint8_t full = 255;
-    be->pixels_to_input(1, &full, c);
+    be->pixels_to_input(1, 1, 1, &full, NULL, c);
     ck_assert(c[0] == 1.0f);
     /* memory */
     float *m = be->alloc(1000);
@@ -324,6 +324,53 @@ static double lin_loss_d(int B, int in, int out, const double *x, const double *
     free(y);
     return L;
 }
+
+/* ToTensor + Normalize: hand values (exact in float), then the formula
+ * (v = p / 255.0f; (v - mean_c) / std_c, in float) over a batch large
+ * enough for OpenMP, with 1 and 2 threads; NULL norm is plain / 255. */
+START_TEST(pixels_normalize)
+{
+    const cdp_backend *be = cdp_backend_cpu(2);
+    /* B = 2 images of C = 3 channels x HW = 2 pixels */
+    const uint8_t hp[12] = {255, 0, 255, 0, 0, 255,   0, 255, 0, 255, 255, 0};
+    const float norm[6] = {0.5f, 0.25f, 0.0f,   0.5f, 0.25f, 2.0f};
+    const float want[12] = {1, -1, 3, -1, 0, 0.5f,   -1, 1, -1, 3, 0.5f, 0};
+    float x[12];
+    be->pixels_to_input(2, 3, 2, hp, norm, x);
+    for (int k = 0; k < 12; k++)
+        ck_assert_msg(x[k] == want[k], "x[%d] = %.9g, want %.9g", k, (double)x[k],
+                      (double)want[k]);
+    /* one value for the channel: mean 0, std 1 is the plain /255 */
+    const float id[2] = {0.0f, 1.0f};
+    be->pixels_to_input(2, 1, 6, hp, id, x);
+    for (int k = 0; k < 12; k++)
+        ck_assert(x[k] == (float)hp[k] / 255.0f);
+
+    const int B = 100, C = 3, HW = 32 * 32;   /* 307200 values: above CDP_CPU_OMP_MIN */
+    const size_t n = (size_t)B * C * HW;
+    uint8_t *px = malloc(n);
+    ck_assert_ptr_nonnull(px);
+    for (size_t k = 0; k < n; k++)
+        px[k] = (uint8_t)cdp_rand_u64(4, 4, k);
+    const float cifar[6] = {0.4914f, 0.4822f, 0.4465f, 0.2470f, 0.2435f, 0.2616f};
+    float *a = fbuf(n), *b = fbuf(n);
+    for (int t = 1; t <= 2; t++) {
+        const cdp_backend *bt = cdp_backend_cpu(t);
+        bt->pixels_to_input(B, C, HW, px, cifar, t == 1 ? a : b);
+    }
+    for (size_t k = 0; k < n; k++) {
+        int c = (int)((k / HW) % C);
+        float v = (float)px[k] / 255.0f;
+        float f = (v - cifar[c]) / cifar[C + c];
+        ck_assert_msg(a[k] == f && b[k] == f, "at %zu (channel %d): %.9g / %.9g, want %.9g",
+                      k, c, (double)a[k], (double)b[k], (double)f);
+    }
+    be->pixels_to_input(B, C, HW, px, NULL, a);
+    for (size_t k = 0; k < n; k++)
+        ck_assert(a[k] == (float)px[k] / 255.0f);
+    free(px); free(a); free(b);
+}
+END_TEST
 
 START_TEST(linear_fd)
 {
@@ -963,19 +1010,19 @@ START_TEST(model_evaluate)
         lab[i] = i % 5;
     /* reference: the stages on one batch */
     float *x = fbuf((size_t)n * 20);
-    be->pixels_to_input((size_t)n * 20, px, x);
+    be->pixels_to_input(n, 1, 20, px, NULL, x);
     double st[2] = {0, 0};
     float *a0 = fbuf(cdp_stage_act_floats(&m, 0, n)), *a1 = fbuf(cdp_stage_act_floats(&m, 1, n));
     float *ws = fbuf(cdp_model_ws_floats(be, &m, n));
     cdp_stage_fwd(be, &m, 0, n, P + m.stage_off[0], x, a0, lab, st, ws, 0);
     cdp_stage_fwd(be, &m, 1, n, P + m.stage_off[1], cdp_stage_output(&m, 0, n, a0), a1, lab, st, ws, 0);
     double ls, cr;
-    cdp_model_evaluate(be, &m, P, px, lab, n, 7, &ls, &cr);
+    cdp_model_evaluate(be, &m, P, px, lab, n, 1, NULL, 7, &ls, &cr);
     ck_assert_msg(fabs(ls - st[0]) <= 1e-6 * st[0], "%.9g vs %.9g", ls, st[0]);
     ck_assert(cr == st[1]);
-    cdp_model_evaluate(be, &m, P, px, lab, n, 0, &ls, &cr);
+    cdp_model_evaluate(be, &m, P, px, lab, n, 1, NULL, 0, &ls, &cr);
     ck_assert(fabs(ls - st[0]) <= 1e-6 * st[0] && cr == st[1]);
-    cdp_model_evaluate(be, &m, P, px, lab, 0, 7, &ls, &cr);
+    cdp_model_evaluate(be, &m, P, px, lab, 0, 1, NULL, 7, &ls, &cr);
     ck_assert(ls == 0 && cr == 0);
     free(P); free(px); free(x); free(a0); free(a1); free(ws);
 }
@@ -995,6 +1042,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, xent_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);
+    tcase_add_test(tc, pixels_normalize);
     suite_add_tcase(s, tc);
     tc = tcase_create("finite-differences");
     tcase_set_timeout(tc, 120);

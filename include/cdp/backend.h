@@ -72,8 +72,12 @@ typedef struct cdp_backend {
      * (beta = 1) instead of having the GEMM clear it in a pass of its own. */
     void (*sgd)(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
                 float *buf, float lr, float mu, float wd, int first, int zero_g);
-    /* x[B,dim] = pixels[B,dim] / 255.0f, pixels given on the host */
-    void (*pixels_to_input)(size_t n, const uint8_t *host_pixels, float *x);
+    /* x[B,C,HW] from the bytes host_pixels[B,C,HW] (on the host), as
+     * torchvision's ToTensor then Normalize, in float: v = (float)p / 255.0f;
+     * x = norm ? (v - norm[c]) / norm[C + c] : v.  norm: NULL or a host
+     * array of 2*C floats, the C means then the C stds. */
+    void (*pixels_to_input)(int B, int C, int HW, const uint8_t *host_pixels,
+                            const float *norm, float *x);
 
     /* ---- image kernels (NCHW float32, PyTorch's layouts).  A backend may
      * leave these NULL: models that need them then refuse to run on it with

@@ -179,10 +179,12 @@ void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
 
 /* Test-set evaluation on the parameters (backend memory): loss sum and
  * correct count over n samples, in chunks of `chunk` rows, through the
- * stages' forward in evaluation mode.  norm: NULL or the input
- * normalisation (backend pixels_to_input). */
+ * stages' forward in evaluation mode.  Each image has `channels` planes;
+ * norm: NULL or 2*channels floats, the data set's normalisation
+ * (cdp_dataset.norm), as the backend's pixels_to_input. */
 void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *params,
                         const uint8_t *pixels, const int32_t *labels, int64_t n,
+                        int channels, const float *norm,
                         int chunk, double *loss_sum, double *correct);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "cdp/data.h"
 #include "cdp/schedule.h"
 
 typedef struct cdp_options {
@@ -20,8 +21,12 @@ typedef struct cdp_options {
     double lr, momentum, weight_decay, lr_gamma;
     int lr_decay_epochs;
     uint64_t seed;
-    char data[32];
-    char data_dir[1024];
+    char data[64];           /* a --data value (cdp_data_spec_parse), e.g. synthetic:3x32x32 */
+    char data_dir[1024];     /* after parsing: the given one, else the kind's default
+                              * (cdp_data_default_dir; "" for synthetic) */
+    cdp_augment augment;     /* --augment crop=P,flip (training set only) */
+    int norm_count;          /* --normalize: 0 (none), 1 (every channel) or one per channel */
+    float norm_mean[CDP_NORM_MAX_CHANNELS], norm_std[CDP_NORM_MAX_CHANNELS];
     int shuffle;
     char init_weights[1024];
     char save_weights[1024];
@@ -41,7 +46,8 @@ typedef struct cdp_options {
 } cdp_options;
 
 void cdp_options_defaults(cdp_options *o);
-/* 0 ok; -1 with one line in err. */
+/* 0 ok; -1 with one line in err naming the option (a missing value, a bad
+ * value, an unknown option). */
 int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t errlen);
 void cdp_options_help(FILE *f);
 /* A hash of every option that must agree across ranks. */

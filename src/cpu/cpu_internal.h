@@ -39,7 +39,8 @@ void cdp_cpu_zero(void *dst, size_t bytes);
 void cdp_cpu_scale(size_t n, float *x, float a);
 void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
                  float *buf, float lr, float mu, float wd, int first, int zero_g);
-void cdp_cpu_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x);
+void cdp_cpu_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
+                             const float *norm, float *x);
 
 /* ---- image kernels (kernels_conv.c, kernels_norm.c, kernels_pool.c) ---- */
 struct cdp_conv_shape;

@@ -365,11 +365,28 @@ void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, fl
     }
 }
 
-void cdp_cpu_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x)
+void cdp_cpu_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
+                             const float *norm, float *x)
 {
+    const size_t n = (size_t)B * (size_t)C * (size_t)HW;
+    if (!norm) {
 #pragma omp parallel for PAR(n)
-    for (size_t k = 0; k < n; k++)
-        x[k] = (float)host_pixels[k] / 255.0f;
+        for (size_t k = 0; k < n; k++)
+            x[k] = (float)host_pixels[k] / 255.0f;
+        return;
+    }
+    /* one plane (b, c) after the other: plane r has channel r % C */
+    const long planes = (long)B * C;
+#pragma omp parallel for PAR(n)
+    for (long r = 0; r < planes; r++) {
+        const float mean = norm[r % C], std = norm[C + r % C];
+        const uint8_t *p = host_pixels + (size_t)r * HW;
+        float *y = x + (size_t)r * HW;
+        for (int k = 0; k < HW; k++) {
+            float v = (float)p[k] / 255.0f;
+            y[k] = (v - mean) / std;
+        }
+    }
 }
 
 /* ------------------------------------------------------------ loss */

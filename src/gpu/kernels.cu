@@ -194,6 +194,18 @@ __global__ static void k_pixels(size_t n, const uint8_t *__restrict__ p, float *
         x[i] = __fdiv_rn((float)p[i], 255.0f);
 }
 
+/* x = (p / 255 - mean_c) / std_c, c = (i / HW) % C, each step rounded as
+ * the CPU's float arithmetic (no contraction, IEEE division). */
+__global__ static void k_pixels_norm(size_t n, int C, int HW, const uint8_t *__restrict__ p,
+                                     const float *__restrict__ norm, float *__restrict__ x)
+{
+    GRID_STRIDE(i, n) {
+        int c = (int)((i / (size_t)HW) % (size_t)C);
+        float v = __fdiv_rn((float)p[i], 255.0f);
+        x[i] = __fdiv_rn(__fsub_rn(v, norm[c]), norm[C + c]);
+    }
+}
+
 void cdp_cuda_relu_fwd(size_t n, float *y)
 {
     if (!n)
@@ -265,16 +277,26 @@ static void *scratch_get(scratch *s, size_t bytes, const char *what)
     return s->p;
 }
 
-static scratch pixel_stage, label_stage, xent_rows;
+static scratch pixel_stage, norm_stage, label_stage, xent_rows;
 
-void cdp_cuda_pixels_to_input(size_t n, const uint8_t *host_pixels, float *x)
+void cdp_cuda_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
+                              const float *norm, float *x)
 {
+    const size_t n = (size_t)B * (size_t)C * (size_t)HW;
     if (!n)
         return;
     uint8_t *d = (uint8_t *)scratch_get(&pixel_stage, n, "cudaMalloc(pixel staging)");
     cdp_cuda_h2d(d, host_pixels, n);
-    k_pixels<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, d, x);
-    CDP_CUDA_LAUNCHED("k_pixels");
+    if (!norm) {
+        k_pixels<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, d, x);
+        CDP_CUDA_LAUNCHED("k_pixels");
+        return;
+    }
+    float *dn = (float *)scratch_get(&norm_stage, 2 * (size_t)C * sizeof(float),
+                                     "cudaMalloc(normalisation staging)");
+    cdp_cuda_h2d(dn, norm, 2 * (size_t)C * sizeof(float));
+    k_pixels_norm<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, C, HW, d, dn, x);
+    CDP_CUDA_LAUNCHED("k_pixels_norm");
 }
 
 /* ---------------------------------------------------------------- cross-entropy */

@@ -365,7 +365,8 @@ void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
 
 void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *params,
                         const uint8_t *pixels, const int32_t *labels, int64_t n,
-                        int chunk, double *loss_sum, double *correct)
+                        int channels, const float *norm, int chunk, double *loss_sum,
+                        double *correct)
 {
     *loss_sum = 0.0;
     *correct = 0.0;
@@ -395,7 +396,8 @@ void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *
     be->zero(stats, 2 * sizeof(double));
     for (int64_t s = 0; s < n; s += chunk) {
         int rows = n - s < chunk ? (int)(n - s) : chunk;
-        be->pixels_to_input((size_t)rows * din, pixels + (size_t)s * din, x);
+        be->pixels_to_input(rows, channels, (int)(din / (size_t)channels), pixels + (size_t)s * din,
+                            norm, x);
         be->to_device(lab, labels + s, (size_t)rows * sizeof(int32_t));
         const float *in = x;
         for (int l = 0; l < L; l++) {
