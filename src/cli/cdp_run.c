@@ -82,18 +82,28 @@ static int default_threads(void)
     return t > 0 ? t : 1;
 }
 
+/* Test-set loss and accuracy; -1 when the evaluation could not run.  The
+ * chunk of samples evaluated at once is sized by the activations it holds
+ * (about 256 MiB, at most 1000 samples), so big images fit too. */
 static int evaluate(const cdp_backend *be, const cdp_model *m, const float *host_params,
                     const cdp_dataset *test, double *loss, double *acc)
 {
+    size_t per_sample = 0;
+    for (int l = 0; l < m->nstages; l++)
+        per_sample += cdp_stage_act_floats(m, l, 1) * sizeof(float);
+    size_t chunk = ((size_t)256 << 20) / (per_sample ? per_sample : 1);
+    if (chunk < 1) chunk = 1;
+    if (chunk > 1000) chunk = 1000;
     float *p = be->alloc(m->nparams * sizeof(float));
     if (!p) return -1;
     be->to_device(p, host_params, m->nparams * sizeof(float));
     double ls = 0, corr = 0;
-    cdp_model_evaluate(be, m, p, test->pixels, test->labels, test->n, test->channels, test->norm, 1000, &ls, &corr);
+    cdp_model_evaluate(be, m, p, test->pixels, test->labels, test->n, test->channels, test->norm,
+                       (int)chunk, &ls, &corr);
     be->free(p);
     *loss = ls / (double)test->n;
     *acc = corr / (double)test->n;
-    return 0;
+    return isnan(corr) ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -260,6 +270,7 @@ int main(int argc, char **argv)
     int sched_K = 0;
     double test_loss = -1, test_acc = -1, samples_s = 0;
     int64_t k = 0;
+    int eval_failed = 0;
 
     cdp_options numerics = o;
     numerics.workers = N;
@@ -330,13 +341,15 @@ int main(int argc, char **argv)
                                     (double)ep_steps * N * o.batch / ep_time, ep_time };
             samples_s = (double)fig.steps * N * o.batch / fig.train_time_s;
             if (eval) {
-                evaluate(be, &model, params, &data.test, &line.test_loss, &line.test_accuracy);
+                if (evaluate(be, &model, params, &data.test, &line.test_loss, &line.test_accuracy))
+                    eval_failed = 1;
                 test_loss = line.test_loss;
                 test_acc = line.test_accuracy;
             }
             if (!o.quiet) cdp_report_epoch_text(stdout, &line, nepochs);
             if (metrics) cdp_report_epoch_json(metrics, &line);
         }
+        FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
         if (o.checkpoint[0] && (last || (o.checkpoint_every && (e + 1) % o.checkpoint_every == 0))) {
             bad = 0;
             if (root) {
