@@ -35,11 +35,15 @@ void cdp_options_help(FILE *f)
 {
     fputs(
 "Usage: mpirun -np P cdp_run [options]     (or ./cdp_run for one rank)\n"
-"Trains an MLP with Data Parallelism (dp) or Cyclic Data Parallelism (cdp-v1, cdp-v2).\n"
+"Trains a network (MLP or ResNet) with Data Parallelism (dp) or Cyclic Data Parallelism\n"
+"(cdp-v1, cdp-v2).\n"
 "\n"
 "Model and schedule:\n"
-"  --model SPEC           network, mlp:IN-H1-...-OUT            [mlp:784-256-128-10]\n"
-"  --stages L             contiguous stages, balanced by FLOPs  [one per Linear layer]\n"
+"  --model SPEC           network: mlp:IN-H1-...-OUT, resnet20, resnet32, resnet56,\n"
+"                         resnet18, resnet34, resnet50 (ImageNet stem), resnet18-cifar,\n"
+"                         resnet34-cifar, resnet50-cifar (3x3 stem) [mlp:784-256-128-10]\n"
+"  --stages L             contiguous runs of blocks, balanced by FLOPs\n"
+"                         [mlp: one per Linear layer; ResNets: 4]\n"
 "  --workers N            micro-batches per step (N >= ranks)    [max(4, ranks)]\n"
 "  --batch B              samples per micro-batch                [32]\n"
 "  --rule R               dp | cdp-v1 | cdp-v2                   [cdp-v2]\n"

@@ -63,6 +63,7 @@ typedef struct cdp_stage_plan {
     size_t act_fixed;             /* fixed saved floats (BatchNorm mean/invstd + statistics) */
     size_t save_ps_base;          /* start of per-sample saved areas, per sample */
     size_t ws_ps;                 /* backward gradient buffers per sample */
+    size_t fwd_scratch_ps;        /* forward-only tensors per sample (in the workspace) */
     int delegate_relu;            /* the stage ends with a ReLU whose backward the next stage applies */
     int reads_act;                /* cdp_stage_bwd_reads_act */
 } cdp_stage_plan;
@@ -76,7 +77,9 @@ typedef struct cdp_model {
     cdp_layer *layers;
     int nnodes;
     cdp_node *nodes;              /* node 0 is the model input */
-    int *node_off;                /* storage offset per sample inside its stage's activations */
+    int *node_off;                /* storage per sample: >= 0 inside its stage's activations;
+                                   * -1 - o: at o in the workspace, a tensor only the forward
+                                   * reads (no backward needs it kept) */
     int nblocks;
     int *block_first;             /* block b = layers [block_first[b], block_first[b+1]) */
     double *block_flops;          /* forward + backward, one sample */

@@ -314,14 +314,7 @@ static void layout_acts(cdp_model *m)
 {
     for (int l = 0; l < m->nstages; l++) {
         cdp_stage_plan *P = &m->plan[l];
-        size_t t = 0, sps = 0, sfx = 0;
-        for (int j = P->first_layer; j < P->end_layer; j++) {
-            const cdp_layer *ly = &m->layers[j];
-            if (m->nodes[ly->out].root == ly->out) {
-                m->node_off[ly->out] = (int)t;
-                t += cdp_shape_n(ly->ys);
-            }
-        }
+        size_t t = cdp_stage_layout_tensors(m, l), sps = 0, sfx = 0;
         for (int j = P->first_layer; j < P->end_layer; j++) {
             cdp_layer *ly = &m->layers[j];
             const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
@@ -541,7 +534,9 @@ size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
 {
     size_t grad = 0, conv = 0, tail = 0;
     for (int l = 0; l < m->nstages; l++) {
-        size_t g = m->plan[l].ws_ps * (size_t)B;
+        size_t g = (m->plan[l].ws_ps > m->plan[l].fwd_scratch_ps ? m->plan[l].ws_ps
+                                                                 : m->plan[l].fwd_scratch_ps) *
+                   (size_t)B;
         if (g > grad) grad = g;
         size_t t = 2 * (size_t)m->workers * m->plan[l].slot_doubles;   /* unpacked */
         if (t > tail) tail = t;

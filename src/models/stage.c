@@ -87,12 +87,16 @@ static double *stats_base(const cdp_model *m, int l, float *act, int B)
     return (double *)(act + P->act_ps * (size_t)B + P->act_fixed - 2 * P->slot_doubles);
 }
 
-/* storage of tensor t during stage l's forward */
-static float *fwd_ptr(const cdp_model *m, int l, int t, const float *x, float *act, int B)
+/* storage of tensor t during stage l's forward (ws: NULL in the backward,
+ * which reads no forward-only tensor) */
+static float *fwd_ptr(const cdp_model *m, int l, int t, const float *x, float *act, float *ws,
+                      int B)
 {
     int r = root(m, t);
     if (r == root(m, m->plan[l].in_tensor))
         return (float *)x;
+    if (m->node_off[r] < 0)
+        return ws ? ws + (size_t)(-1 - m->node_off[r]) * (size_t)B : NULL;
     return act + (size_t)m->node_off[r] * (size_t)B;
 }
 
@@ -104,9 +108,12 @@ float *cdp_stage_output(const cdp_model *m, int l, int B, float *act)
 static float *conv_ws(const cdp_model *m, float *ws, int B)
 {
     size_t grad = 0;
-    for (int l = 0; l < m->nstages; l++)
-        if (m->plan[l].ws_ps * (size_t)B > grad)
-            grad = m->plan[l].ws_ps * (size_t)B;
+    for (int l = 0; l < m->nstages; l++) {
+        size_t g = m->plan[l].ws_ps > m->plan[l].fwd_scratch_ps ? m->plan[l].ws_ps
+                                                                : m->plan[l].fwd_scratch_ps;
+        if (g * (size_t)B > grad)
+            grad = g * (size_t)B;
+    }
     return ws + ((grad + 1) & ~(size_t)1);
 }
 
@@ -133,14 +140,14 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.bufs = param_ptr(stage_params, ly->b_off);
         io.save = save_ptr(m, l, ly, act, B);
         io.stats = st + ly->stat_off;
-        io.x = fwd_ptr(m, l, ly->in, x, act, B);
-        io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, x, act, B) : NULL;
-        io.y = fwd_ptr(m, l, ly->out, x, act, B);
+        io.x = fwd_ptr(m, l, ly->in, x, act, ws, B);
+        io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, x, act, ws, B) : NULL;
+        io.y = fwd_ptr(m, l, ly->out, x, act, ws, B);
         io.ws = conv_ws(m, ws, B);
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
     }
     if (l == m->nstages - 1)
-        be->xent(B, m->classes, fwd_ptr(m, l, P->out_tensor, x, act, B), labels, stats);
+        be->xent(B, m->classes, fwd_ptr(m, l, P->out_tensor, x, act, ws, B), labels, stats);
 }
 
 /* ------------------------------------------------------------ backward */
@@ -226,7 +233,7 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
         if (ly->kind == CDP_LAYER_RELU) {   /* in place on its gradient */
             if (r) {
                 cdp_layer_io io = { .be = r->be, .B = B };
-                io.y = fwd_ptr(m, l, ly->out, r->x, r->act, B);
+                io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
                 io.dx = GP(ro);
                 ops->bwd(ly, &io);
             }
@@ -265,9 +272,9 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             io.bufs = param_ptr(r->params, ly->b_off);
             io.g = r->grad + ly->p_off;
             io.save = save_ptr(m, l, ly, r->act, B);
-            io.x = fwd_ptr(m, l, ly->in, r->x, r->act, B);
-            io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, r->x, r->act, B) : NULL;
-            io.y = fwd_ptr(m, l, ly->out, r->x, r->act, B);
+            io.x = fwd_ptr(m, l, ly->in, r->x, r->act, NULL, B);
+            io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, r->x, r->act, NULL, B) : NULL;
+            io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
             io.dy = GP(ro);
             io.dx = dxs[0];
             io.dx2 = dxs[1];
@@ -310,6 +317,58 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
 size_t cdp_stage_bwd_plan(const cdp_model *m, int l)
 {
     return bwd_walk(m, l, NULL);
+}
+
+size_t cdp_stage_layout_tensors(cdp_model *m, int l)
+{
+    const cdp_stage_plan *P = &m->plan[l];
+    unsigned char *kept = calloc((size_t)m->nnodes, 1);
+    int *last_read = malloc(sizeof(int) * (size_t)m->nnodes);
+    if (!kept || !last_read) abort();
+    kept[root(m, P->out_tensor)] = 1;   /* sent on, or the logits */
+    for (int j = P->first_layer; j < P->end_layer; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+        last_read[root(m, ly->in)] = j;
+        if (ly->in2 >= 0)
+            last_read[root(m, ly->in2)] = j;
+        if (cdp_stage_skips_bwd(m, l, j))
+            continue;
+        if (ops->reads_input) {
+            kept[root(m, ly->in)] = 1;
+            if (ly->in2 >= 0)
+                kept[root(m, ly->in2)] = 1;
+        }
+        if (ops->reads_output)
+            kept[root(m, ly->out)] = 1;
+    }
+    size_t t = 0;
+    galloc ga = { .n = 0, .high = 0 };
+    for (int j = P->first_layer; j < P->end_layer; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        if (root(m, ly->out) == ly->out) {
+            if (kept[ly->out]) {
+                m->node_off[ly->out] = (int)t;
+                t += cdp_shape_n(ly->ys);
+            } else {
+                m->node_off[ly->out] = -1 - (int)ga_get(&ga, cdp_shape_n(ly->ys));
+            }
+        }
+        /* a forward-only tensor's storage is free once its last reader ran */
+        const int ins[2] = { ly->in, ly->in2 };
+        for (int q = 0; q < 2; q++) {
+            if (ins[q] < 0)
+                continue;
+            int r = root(m, ins[q]);
+            if (r != root(m, P->in_tensor) && m->node_off[r] < 0 && last_read[r] == j &&
+                (q == 0 || root(m, ins[0]) != r))
+                ga_put(&ga, (size_t)(-1 - m->node_off[r]));
+        }
+    }
+    m->plan[l].fwd_scratch_ps = ga.high;
+    free(kept);
+    free(last_read);
+    return t;
 }
 
 void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int worker,

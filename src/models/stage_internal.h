@@ -9,6 +9,11 @@
 /* 1 if stage l's backward skips layer j (a ReLU fused into its consumer's
  * backward, or left to the next stage; a view) */
 int cdp_stage_skips_bwd(const cdp_model *m, int l, int j);
+/* Places the tensors stage l produces: in its activations those a backward
+ * reads (and the stage's output), in the workspace those only the forward
+ * reads.  Returns the activation floats per sample; sets the plan's
+ * fwd_scratch_ps. */
+size_t cdp_stage_layout_tensors(cdp_model *m, int l);
 /* Floats per sample of gradient buffers stage l's backward needs (a dry
  * run of its backward's buffer assignment). */
 size_t cdp_stage_bwd_plan(const cdp_model *m, int l);
