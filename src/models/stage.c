@@ -288,7 +288,11 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
                 else
                     io.relu_dx = p >= 0 && relu_fused_into_linear(m, p);
             }
-            ops->bwd(ly, &io);
+            /* a layer without parameters whose input gradient nobody wants
+             * (the stage's input with dx NULL) has nothing to do: its
+             * kernels (avgpool, maxpool) take no NULL dx */
+            if (dxs[0] || dxs[1] || ops->params)
+                ops->bwd(ly, &io);
             for (int q = 0; q < 2; q++)
                 if (use_tmp[q]) {
                     int ra = root(m, ins[q]);
