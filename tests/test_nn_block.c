@@ -729,6 +729,8 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
             later |= m.nodes[m.layers[j2].out].root == rt;
         if (later || (last && t == SP->out_tensor) || rt == m.nodes[SP->in_tensor].root)
             continue;
+        if (m.node_off[rt] < 0)   /* forward-only, in the workspace: seen through its readers */
+            continue;
         snprintf(what, sizeof what, "%s stage %d forward, %s output (node %d)", c->spec, l,
                  m.layers[j].name[0] ? m.layers[j].name : "?", t);
         check_close(what, act + (size_t)m.node_off[rt] * B, r.base[t], (size_t)B * nsize(&m, t),
