@@ -44,6 +44,8 @@ void cdp_options_help(FILE *f)
 "                         resnet34-cifar, resnet50-cifar (3x3 stem) [mlp:784-256-128-10]\n"
 "  --stages L             contiguous runs of blocks, balanced by FLOPs\n"
 "                         [mlp: one per Linear layer; ResNets: 4]\n"
+"  --balance B            what the stages balance: flops | activations (kept bytes)\n"
+"                         [flops]\n"
 "  --workers N            micro-batches per step (N >= ranks)    [max(4, ranks)]\n"
 "  --batch B              samples per micro-batch                [32]\n"
 "  --rule R               dp | cdp-v1 | cdp-v2                   [cdp-v2]\n"
@@ -257,7 +259,7 @@ enum {
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_RESUME, O_BACKEND,
     O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_AUGMENT, O_NORMALIZE,
-    O_HELP, O_VERSION
+    O_BALANCE, O_HELP, O_VERSION
 };
 
 int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t errlen)
@@ -265,6 +267,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
     static const struct option longopts[] = {
         { "model", required_argument, 0, O_MODEL },
         { "stages", required_argument, 0, O_STAGES },
+        { "balance", required_argument, 0, O_BALANCE },
         { "workers", required_argument, 0, O_WORKERS },
         { "batch", required_argument, 0, O_BATCH },
         { "rule", required_argument, 0, O_RULE },
@@ -327,6 +330,14 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         }
         switch (c) {
         case O_MODEL: if (copy_str(opt, optarg, o->model, sizeof o->model, err, errlen)) return -1; break;
+        case O_BALANCE:
+            if (!strcmp(optarg, "flops")) o->balance = 0;
+            else if (!strcmp(optarg, "activations")) o->balance = 1;
+            else {
+                snprintf(err, errlen, "--balance: expected flops or activations, got '%.100s'", optarg);
+                return -1;
+            }
+            break;
         case O_STAGES: if (parse_int(opt, optarg, 1, 4096, &iv, err, errlen)) return -1; o->stages = (int)iv; break;
         case O_WORKERS: if (parse_int(opt, optarg, 1, 1 << 20, &iv, err, errlen)) return -1; o->workers = (int)iv; break;
         case O_BATCH: if (parse_int(opt, optarg, 1, 1 << 20, &iv, err, errlen)) return -1; o->batch = (int)iv; break;
@@ -441,6 +452,8 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
     uint64_t h = 0x6e756d;
     h = hash_bytes(h, o->model, strlen(o->model));
     h = hash_bytes(h, &o->stages, sizeof o->stages);
+    if (o->balance)   /* the cut moves the lags: part of the numerics (absent: as before) */
+        h = hash_bytes(h, &o->balance, sizeof o->balance);
     h = hash_bytes(h, &o->workers, sizeof o->workers);
     h = hash_bytes(h, &o->batch, sizeof o->batch);
     h = hash_bytes(h, &o->rule, sizeof o->rule);

@@ -94,12 +94,19 @@ typedef struct cdp_model {
     size_t conv_ws_max_ps;        /* (informational) */
 } cdp_model;
 
+/* What the cut of blocks into stages balances. */
+typedef enum cdp_balance {
+    CDP_BALANCE_FLOPS,         /* compute per stage (the paper's split) */
+    CDP_BALANCE_ACTIVATIONS    /* kept activation bytes per stage */
+} cdp_balance;
+
 typedef struct cdp_model_config {
     const char *spec;             /* --model */
     int stages;                   /* <= 0: the model's default */
     cdp_shape input;              /* from the data (c = 0: the spec's, or 1x28x28) */
     int classes;                  /* from the data (0: the spec's, or 10) */
     int workers;                  /* N (>= 1) */
+    cdp_balance balance;          /* what --stages balances */
 } cdp_model_config;
 
 /* Builds the model named by c->spec: "mlp:IN-H1-...-OUT", "resnet20",

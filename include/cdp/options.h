@@ -10,7 +10,8 @@
 
 typedef struct cdp_options {
     char model[256];
-    int stages;              /* 0: one Linear layer per stage */
+    int stages;              /* 0: the model's default */
+    int balance;             /* cdp_balance: what the stages balance */
     int workers;             /* N; 0: max(4, P) */
     int batch;               /* B, per worker */
     cdp_rule rule;

@@ -139,7 +139,7 @@ int main(int argc, char **argv)
     /* the model as the data set will shape it (for --plan and the
      * schedule); built again below on the data's own shape */
     cdp_model model;
-    cdp_model_config mc = { o.model, o.stages, { 0, 0, 0 }, 0, N };
+    cdp_model_config mc = { o.model, o.stages, { 0, 0, 0 }, 0, N, (cdp_balance)o.balance };
     if (strncmp(o.model, "mlp:", 4) != 0)   /* an mlp: names its own input */
         mc.input = data_kind_shape(o.data);
     if (o.plan && o.stages > 0) {

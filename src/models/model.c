@@ -165,7 +165,7 @@ double cdp_stage_flops(const cdp_model *m, int l, int B)
  * largest stage cost; among those, the one with the smallest sum of squared
  * stage costs; among those, the first found (smallest split points).
  * Dynamic programme over (stages used, blocks covered). */
-static void partition(cdp_model *m, int L)
+static void partition(cdp_model *m, int L, const double *cost)
 {
     const int n = m->nblocks;
     double *pre = malloc(sizeof(double) * (size_t)(n + 1));
@@ -176,7 +176,7 @@ static void partition(cdp_model *m, int L)
 #define AT(a, k, j) a[(size_t)(k) * (size_t)(n + 1) + (size_t)(j)]
     pre[0] = 0.0;
     for (int j = 0; j < n; j++)
-        pre[j + 1] = pre[j] + m->block_flops[j];
+        pre[j + 1] = pre[j] + cost[j];
     for (int j = 1; j <= n; j++) {
         double c = pre[j];
         AT(bmax, 1, j) = c;
@@ -377,6 +377,41 @@ static int reads_act(const cdp_model *m, int l)
     return 0;
 }
 
+/* Cuts the blocks into L stages (cost NULL: one block per stage; else
+ * balanced by cost) and lays every stage out. */
+static int cut(cdp_model *m, int L, const double *cost, char *err, size_t errlen)
+{
+    memset(m->plan, 0, sizeof m->plan);
+    for (int j = 0; j < m->nlayers; j++)
+        m->layers[j].fuse_relu = 0;
+    free(m->tensors);
+    m->tensors = NULL;
+    m->ntensors = 0;
+    m->nstages = L;
+    if (!cost) {
+        for (int k = 0; k <= L; k++)
+            m->stage_first[k] = k;
+    } else {
+        partition(m, L, cost);
+    }
+    for (int l = 0; l < L; l++) {
+        cdp_stage_plan *P = &m->plan[l];
+        P->first_layer = m->block_first[m->stage_first[l]];
+        P->end_layer = m->block_first[m->stage_first[l + 1]];
+        P->in_tensor = m->layers[P->first_layer].in;
+        P->out_tensor = m->layers[P->end_layer - 1].out;
+    }
+    if (plan_fusion(m, err, errlen))
+        return -1;
+    layout_params(m);
+    layout_acts(m);
+    for (int l = 0; l < L; l++) {
+        m->plan[l].reads_act = reads_act(m, l);
+        m->plan[l].ws_ps = cdp_stage_bwd_plan(m, l);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ build */
 
 static const struct {
@@ -433,36 +468,36 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
         cdp_model_free(m);
         return -1;
     }
-    m->nstages = L;
-    if (c->stages <= 0 && L == m->nblocks) {
-        for (int k = 0; k <= L; k++)
-            m->stage_first[k] = k;
-    } else {
-        partition(m, L);
+    if (c->balance == CDP_BALANCE_ACTIVATIONS && L < m->nblocks) {
+        /* each block's kept activations, from a layout of one block per
+         * stage; then the cut that balances them */
+        double *act = malloc(sizeof(double) * (size_t)m->nblocks);
+        if (!act) abort();
+        if (cut(m, m->nblocks, NULL, err, errlen)) {
+            free(act);
+            cdp_model_free(m);
+            return -1;
+        }
+        for (int k = 0; k < m->nblocks; k++)
+            act[k] = (double)m->plan[k].act_ps;
+        int rc2 = cut(m, L, act, err, errlen);
+        free(act);
+        if (rc2) {
+            cdp_model_free(m);
+            return -1;
+        }
+        return 0;
     }
-    for (int l = 0; l < L; l++) {
-        cdp_stage_plan *P = &m->plan[l];
-        P->first_layer = m->block_first[m->stage_first[l]];
-        P->end_layer = m->block_first[m->stage_first[l + 1]];
-        P->in_tensor = m->layers[P->first_layer].in;
-        P->out_tensor = m->layers[P->end_layer - 1].out;
-    }
-    if (plan_fusion(m, err, errlen)) {
+    if (cut(m, L, c->stages <= 0 && L == m->nblocks ? NULL : m->block_flops, err, errlen)) {
         cdp_model_free(m);
         return -1;
-    }
-    layout_params(m);
-    layout_acts(m);
-    for (int l = 0; l < L; l++) {
-        m->plan[l].reads_act = reads_act(m, l);
-        m->plan[l].ws_ps = cdp_stage_bwd_plan(m, l);
     }
     return 0;
 }
 
 int cdp_model_parse(const char *spec, int stages, cdp_model *m, char *err, size_t errlen)
 {
-    cdp_model_config c = { spec, stages, { 0, 0, 0 }, 0, 1 };
+    cdp_model_config c = { spec, stages, { 0, 0, 0 }, 0, 1, CDP_BALANCE_FLOPS };
     return cdp_model_build(&c, m, err, errlen);
 }
 
