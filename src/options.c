@@ -92,7 +92,8 @@ void cdp_options_help(FILE *f)
 "  --plan                 print the timeline, memory and traffic figures; do not train\n"
 "  --plan-steps K         steps the --plan timeline shows         [2]\n"
 "  --verify               also run the serial reference and report the largest difference\n"
-"  --eval-every E         test-set evaluation every E epochs     [1]\n"
+"  --eval-every E         test-set evaluation every E epochs and at the end;\n"
+"                         0: never                               [1]\n"
 "  --quiet                only errors and the final summary\n"
 "  --help, --version\n", f);
 }

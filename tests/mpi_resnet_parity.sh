@@ -169,6 +169,22 @@ run_model() {
 run_model  resnet20       2    4 3 3 0.01 "2:1 4:2"
 run_model  resnet18-cifar 3    2 2 4 0.01 "2:2"
 
+# cdp's weights (running statistics included) load into torchvision's module
+# with strict=True and give cdp's own test accuracy (float rounding may move
+# a handful of the 10,000 predictions)
+w=$tmp/trained.st
+out=$($TO "$CDP" --model resnet20 --data fashion-mnist --data-dir "$DATA" --workers 2 --batch 32 \
+      --steps 40 --lr 0.05 --rule cdp-v2 --quiet --save-weights "$w" 2>&1) || { echo "$out"; fail "training resnet20 for the load test failed"; }
+cdp_acc=$(echo "$out" | sed -n 's/^test_accuracy \([0-9.]*\).*/\1/p')
+ev=$($TO "$PY" "$REF" --evaluate "$w" --model resnet20 --data-dir "$DATA" 2>&1) || { echo "$ev"; fail "torchvision did not load cdp's resnet20 (strict)"; }
+echo "$ev"
+t_acc=$(echo "$ev" | sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p')
+if awk -v a="$cdp_acc" -v b="$t_acc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.3 && d <= 0.002) }'; then
+    echo "load: cdp test accuracy $cdp_acc, torchvision with cdp's weights $t_acc"
+else
+    echo "load: cdp test accuracy '$cdp_acc' vs torchvision '$t_acc' (want > 0.3 and within 0.002)"; bad=1
+fi
+
 [ $bad = 0 ] || fail "cdp_run and the PyTorch reference disagree"
 echo "PASS: cdp_run's ResNets match the PyTorch reference for dp, cdp-v1, cdp-v2 (rel <= $TOL, rel_change <= $TOL_CHANGE)"
 exit 0
