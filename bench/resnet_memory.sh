@@ -22,7 +22,8 @@
 # environment (defaults: the paper's ImageNet setting):
 #   MODEL [resnet50]  SHAPE [3x224x224]  N [8]  L [4]  B [2]  STEPS [2]
 #   THREADS [2]  BALANCES ["flops activations"]  OUT [temporary, removed]
-# Takes ~2-3 minutes with the defaults on 2 idle cores (each run ~20-50 s).
+# Takes ~45 s with the defaults on 2 nearly idle cores (each run ~10 s;
+# bench/raw/2026-11-23/resnet_memory.txt).
 # Smoke test: MODEL=resnet20 SHAPE=3x32x32 bench/resnet_memory.sh
 
 set -u
