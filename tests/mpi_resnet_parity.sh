@@ -163,11 +163,13 @@ run_model() {
 # Seeds and lr from a calibration of the reference's float32-vs-float64
 # distance (max over rules and N) and of the control's distance (cdp-v1 vs dp):
 #   resnet20,       seed 2, lr 0.01: noise rel_change 5e-5, control 3.6e-2
-#   resnet18-cifar, seed 3, lr 0.01: noise rel_change 3e-5, control 1.2e-1
+#   resnet18-cifar, seed 7, lr 0.01: noise rel_change 7e-7 (seed 3: cdp float32 against
+#   float64 1.7e-3 while the gradient at the same P(1) agrees to 1e-6: a ReLU near its
+#   kink, chaos, not a bug)
 # (other seeds reach 1e-3..8e-3 noise: one flipped ReLU input is enough).
 #          model          seed B K L lr   N:ranks
 run_model  resnet20       2    4 3 3 0.01 "2:1 4:2"
-run_model  resnet18-cifar 3    2 2 4 0.01 "2:2"
+run_model  resnet18-cifar 7    2 2 4 0.01 "2:2"
 
 # cdp's weights (running statistics included) load into torchvision's module
 # with strict=True and give cdp's own test accuracy (float rounding may move
