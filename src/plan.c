@@ -323,9 +323,10 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
     fputc('\n', out);
     /* the timeline's count is an upper bound of what the executor holds:
      * say so, or users compare it with --metrics and distrust one of them */
-    fprintf(out, "  (activations as DESIGN.md section 3 counts them: a stage's, from its forward to its\n"
-            "  backward; the executor frees a stage's output once the next stage's backward has read\n"
-            "  it, so the peaks a run measures, cdp_run --metrics, are lower)\n");
+    fprintf(out, "  (activations as the timeline counts them: a stage's, from its forward to its\n"
+            "  backward; a run measures what it holds, cdp_run --metrics: lower where the executor\n"
+            "  frees a stage's output once the next stage's backward has read it, a little higher\n"
+            "  for the gradients in flight between stages)\n");
     if (psd > 0)
         fprintf(out, "bytes sent: peak tick %.0f, mean per tick %.0f (dp with MPI_Allreduce: peak %.0f, mean %.0f;\n"
                 "  an all-reduce counts 2(P-1)/P x its bytes per rank, the ring algorithm's traffic)\n",
