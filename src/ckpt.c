@@ -325,7 +325,15 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
         if (strcmp(f->e[j - 1].name, f->e[j].name) == 0)
             return st_fail(err, errlen, path, "duplicate tensor %s", f->e[j].name);
 
-    /* Offsets: no overlaps, inside the data. */
+    /* Offsets: no overlaps, inside the data, and the data fully indexed
+     * (the format's rule: no byte that no tensor owns, between tensors or
+     * after the last; such bytes would let a file carry a second payload,
+     * and cdp's writer never leaves any). */
+    if (!f->ne && f->data_size)
+        return st_fail(err, errlen, path,
+                       "%" PRIu64 " bytes of data but no tensors: safetensors data must be "
+                       "fully indexed",
+                       f->data_size);
     if (f->ne) {
         st_entry **r = malloc(f->ne * sizeof *r);
         if (!r)
@@ -335,6 +343,8 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
         qsort(r, f->ne, sizeof *r, cmp_range);
         uint64_t prev_end = 0;
         int gaps = 0;
+        const st_entry *hole = NULL; /* the first tensor after unindexed bytes */
+        uint64_t hole_begin = 0;
         for (size_t j = 0; j < f->ne; j++) {
             if (j && r[j]->begin < prev_end) {
                 st_entry a = *r[j - 1], b = *r[j];
@@ -344,8 +354,11 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
                                ", %" PRIu64 "] overlap",
                                a.name, a.begin, a.end, b.name, b.begin, b.end);
             }
-            if (r[j]->begin > prev_end)
+            if (r[j]->begin > prev_end && !gaps) {
                 gaps = 1;
+                hole = r[j];
+                hole_begin = prev_end;
+            }
             prev_end = r[j]->end;
         }
         if (prev_end > f->data_size) {
@@ -364,7 +377,20 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
                            "] are out of range: the file has %" PRIu64 " bytes of data",
                            bad->name, bad->begin, bad->end, f->data_size);
         }
+        const st_entry last = *r[f->ne - 1];
         free(r);
+        if (hole)
+            return st_fail(err, errlen, path,
+                           "%" PRIu64 " unindexed bytes [%" PRIu64 ", %" PRIu64
+                           ") before %s: safetensors data must be fully indexed",
+                           hole->begin - hole_begin, hole_begin, hole->begin, hole->name);
+        if (prev_end < f->data_size)
+            return st_fail(err, errlen, path,
+                           "%" PRIu64 " byte%s after the last tensor (%s ends at %" PRIu64
+                           " of %" PRIu64 " bytes of data): safetensors data must be fully "
+                           "indexed",
+                           f->data_size - prev_end, f->data_size - prev_end == 1 ? "" : "s",
+                           last.name, prev_end, f->data_size);
     }
     return 0;
 }

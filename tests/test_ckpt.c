@@ -395,6 +395,42 @@ START_TEST(test_refusals)
               UINT64_MAX, zeros, 16);
     expect_refusal(path, "data_offsets must be");
 
+    /* the data must be fully indexed: bytes after the last tensor, or
+     * between two tensors, are refused (and never written by cdp) */
+    {
+        unsigned char more[160];
+        memcpy(more, p, sizeof p);
+        memset(more + sizeof p, 0xab, sizeof more - sizeof p);
+        snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 96, 144, 144, 156);
+        write_raw(path, hdr, UINT64_MAX, more, sizeof p + 1);
+        expect_refusal(path, "1 byte after the last tensor (fc1.bias ends at 156 of 157 bytes "
+                             "of data)");
+        write_raw(path, hdr, UINT64_MAX, more, sizeof more);
+        expect_refusal(path, "4 bytes after the last tensor");
+        expect_refusal(path, "must be fully indexed");
+        /* a hole between fc0.bias and fc1.weight */
+        snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 100, 148, 148, 160);
+        write_raw(path, hdr, UINT64_MAX, more, 160);
+        expect_refusal(path, "4 unindexed bytes [96, 100) before fc1.weight");
+        /* metadata only, then data nothing indexes */
+        write_raw(path, "{\"__metadata__\":{\"a\":\"b\"}}", UINT64_MAX, more, 8);
+        expect_refusal(path, "8 bytes of data but no tensors");
+        /* cdp's own files end with their last tensor (weights and generic) */
+        path_of(path, sizeof path, "indexed.safetensors");
+        const char *meta[] = {"k", "v", NULL};
+        ck_assert_msg(cdp_save_weights(path, &m, p, 3, meta, err, sizeof err) == 0, "%s", err);
+        float q2[39];
+        ck_assert_msg(cdp_load_weights(path, &m, q2, err, sizeof err) == 0, "%s", err);
+        int64_t one = 1;
+        cdp_st_tensor g[2] = {{"empty", "F32", 1, {0}, NULL, NULL}, {"n", "I64", 0, {0}, &one, NULL}};
+        ck_assert_msg(cdp_st_write(path, g, 2, meta, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cdp_st_read(path, g, 2, 1, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cdp_st_write(path, g, 0, meta, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cdp_st_read(path, g, 0, 1, err, sizeof err) == 0, "%s", err);
+        unlink(path);
+        path_of(path, sizeof path, "misc.safetensors");
+    }
+
     /* unknown dtype, bad shape element, bad metadata, duplicate name */
     path_of(path, sizeof path, "misc.safetensors");
     write_raw(path, "{\"fc0.weight\":{\"dtype\":\"Q7\",\"shape\":[4,5],\"data_offsets\":[0,80]}}",

@@ -24,7 +24,8 @@ int cdp_save_weights(const char *path, const cdp_model *m, const float *host_par
  * in err naming the file and the problem: unreadable or truncated files, a
  * bad header length or JSON, dtype other than F32, missing or extra tensors,
  * a shape that does not fit the model, offsets that overlap or leave the
- * file. */
+ * file, data bytes no tensor indexes (between tensors or after the last:
+ * the format requires the data to be fully indexed). */
 int cdp_load_weights(const char *path, const cdp_model *m, float *host_params,
                      char *err, size_t errlen);
 
