@@ -1,6 +1,7 @@
 # Checkpoints resume bit for bit: a run cut in two (at a step boundary, and
 # by SIGTERM) ends with exactly the weights of the uninterrupted run; a
-# checkpoint from other options or a damaged file is refused.
+# checkpoint from other options or a damaged file (truncated, one bit
+# flipped) is refused.
 . "$(dirname "$0")/lib.sh"
 M=mlp:784-32-16-10
 common="--data synthetic --model $M --workers 4 --batch 8 --quiet --eval-every 0 --lr 0.05 --momentum 0.9"
@@ -45,4 +46,21 @@ out=$(run 2 $common --rule dp --steps 150 --resume "$TMP/cut.st" 2>&1) \
     && fail "a truncated checkpoint was accepted" \
     || { [ "$(echo "$out" | grep -c '^cdp_run: error:')" -eq 1 ] && pass "truncated checkpoint refused: $(echo "$out" | grep error)" \
          || fail "truncated checkpoint: $out"; }
+# one bit flipped in the data (a momentum float, in the middle): the
+# checksum refuses it on every rank, with one line
+hlen=$(od -An -tu8 -N8 "$TMP/c.st" | tr -d ' ')
+each=$(( ($(wc -c < "$TMP/c.st") - 8 - hlen - 8) / 3 ))   # params, params_prev, momentum, step
+at=$(( 8 + hlen + 2 * each + each / 2 ))
+byte=$(od -An -tu1 -j"$at" -N1 "$TMP/c.st" | tr -d ' ')
+cp "$TMP/c.st" "$TMP/flip.st"
+printf "$(printf '\\%03o' $((byte ^ 16)))" | dd of="$TMP/flip.st" bs=1 seek="$at" conv=notrunc 2>/dev/null
+if cmp -s "$TMP/c.st" "$TMP/flip.st"; then
+    fail "could not flip a bit of the checkpoint"
+else
+    out=$(run 2 $common --rule dp --steps 150 --resume "$TMP/flip.st" 2>&1) \
+        && fail "a checkpoint with a flipped bit was resumed" \
+        || { [ "$(echo "$out" | grep -c '^cdp_run: error:')" -eq 1 ] && echo "$out" | grep -q "damaged checkpoint" \
+             && pass "flipped bit refused: $(echo "$out" | grep error)" \
+             || fail "flipped bit: $out"; }
+fi
 finish
