@@ -128,6 +128,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
+    bad = cdp_options_check_outputs(&o, err, sizeof err);   /* before anything is written */
+    FAIL_IF(bad, err);
     /* the same options on every rank, or nothing */
     uint64_t h = cdp_options_hash(&o), hmin, hmax;
     MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, comm.comm);
