@@ -83,7 +83,8 @@ void cdp_options_help(FILE *f)
 "  --save-weights FILE    write the final weights (safetensors)\n"
 "  --metrics FILE         JSON lines: one per epoch, then a summary\n"
 "  --trace FILE           Chrome trace of what each rank did when (chrome://tracing)\n"
-"  --checkpoint FILE      write a checkpoint at the end and on SIGTERM\n"
+"  --checkpoint FILE      write a checkpoint at the end and when SIGTERM or SIGINT\n"
+"                         stops the run (see Exit status)\n"
 "  --checkpoint-every E   also every E epochs\n"
 "  --resume FILE          continue bit for bit from a checkpoint\n"
 "Execution:\n"
@@ -94,7 +95,17 @@ void cdp_options_help(FILE *f)
 "  --verify               also run the serial reference and report the largest difference\n"
 "  --eval-every E         test-set evaluation every E epochs     [1]\n"
 "  --quiet                only errors and the final summary\n"
-"  --help, --version\n", f);
+"  --help, --version\n"
+"Exit status:\n"
+"  0 done; 1 an error (one line \"cdp_run: error: ...\" names it); 143 stopped by\n"
+"  SIGTERM, 130 by SIGINT: every rank stops at the next segment boundary (64 steps\n"
+"  with --checkpoint, else the end of the epoch), writes the checkpoint when\n"
+"  --checkpoint is given, and rank 0 prints one line \"cdp_run: SIGTERM: stopped at\n"
+"  step K of T, ...\"; a second signal ends the process at once.  Under mpirun, a\n"
+"  signal sent to the ranks (any one of them) makes mpirun exit with that status\n"
+"  too; a signal sent to mpirun itself (Ctrl-C) reaches the ranks as SIGTERM, and\n"
+"  Open MPI 4.1's mpirun exits 1 and kills ranks still running after about a\n"
+"  second (--mca odls_base_sigkill_timeout).\n", f);
 }
 
 static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out,

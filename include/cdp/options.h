@@ -32,7 +32,7 @@ typedef struct cdp_options {
     char save_weights[1024];
     char metrics[1024];
     char trace[1024];
-    char checkpoint[1024];   /* written at the end, on SIGTERM, and every checkpoint_every epochs */
+    char checkpoint[1024];   /* written at the end, on SIGTERM/SIGINT, and every checkpoint_every epochs */
     int checkpoint_every;
     char resume[1024];
     int threads;             /* per rank; 0: CPUs available / ranks on the node */
