@@ -1,8 +1,21 @@
+/* Checkpoints, format version 2: a safetensors file with the tensors
+ * params, params_prev, momentum (F32, nparams each) and step (I64 [1]), in
+ * that order, and the metadata
+ *   cdp_checkpoint  "2"
+ *   numerics        16 hex digits: cdp_options_numerics_hash of the run
+ *   step            the step, in decimal (the step tensor's value)
+ *   data_crc32c     8 hex digits: CRC-32C (cdp_crc32c) of the whole data
+ *                   section, every byte after the header
+ * Version 1 (cdp before the checksum) had no data_crc32c; it is refused. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
+
+#define CKPT_VERSION "2"
 
 static void tensors(cdp_st_tensor t[4], const cdp_model *m, int64_t *step)
 {
@@ -22,11 +35,26 @@ int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uin
     t[0].data = cur;
     t[1].data = prev;
     t[2].data = momentum;
-    char hash[32], st[32];
+    char hash[32], st[32], crc[16];
     snprintf(hash, sizeof hash, "%016" PRIx64, numerics);
     snprintf(st, sizeof st, "%" PRId64, step);
-    const char *meta[] = { "cdp_checkpoint", "1", "numerics", hash, "step", st, NULL };
+    snprintf(crc, sizeof crc, "%08" PRIx32, cdp_st_tensors_crc32c(t, 4));
+    const char *meta[] = { "cdp_checkpoint", CKPT_VERSION, "numerics", hash, "step", st,
+                           "data_crc32c", crc, NULL };
     return cdp_st_write(path, t, 4, meta, err, errlen);
+}
+
+/* s as a whole decimal int64 ("-0", "+1", " 1", "01" are not the writer's) */
+static int parse_step(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '+' || s[0] == ' ' ||
+        (s[0] == '0' && s[1]) || (s[0] == '-' && (s[1] == '0' || !s[1])))
+        return -1;
+    *out = v;
+    return 0;
 }
 
 int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics, int64_t *step,
@@ -34,14 +62,47 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
 {
     char v[64], want[32];
     if (cdp_st_read_meta(path, "cdp_checkpoint", v, sizeof v, err, errlen)) {
-        if (!strstr(err, path))
+        if (!strstr(err, path) || strstr(err, "no metadata"))
             snprintf(err, errlen, "%s: not a cdp checkpoint (no cdp_checkpoint metadata)", path);
+        return -1;
+    }
+    if (strcmp(v, CKPT_VERSION)) {
+        if (!strcmp(v, "1"))
+            snprintf(err, errlen, "%s: checkpoint format version 1 (written by an earlier cdp, "
+                     "without a checksum) is no longer read; this cdp reads version "
+                     CKPT_VERSION ": start the run again, or finish it with the cdp that wrote it",
+                     path);
+        else
+            snprintf(err, errlen, "%s: unknown checkpoint format version \"%.32s\" (this cdp "
+                     "reads version " CKPT_VERSION ")", path, v);
         return -1;
     }
     snprintf(want, sizeof want, "%016" PRIx64, numerics);
     if (cdp_st_read_meta(path, "numerics", v, sizeof v, err, errlen) || strcmp(v, want)) {
         snprintf(err, errlen, "%s: written with other --model/--stages/--workers/--batch/--rule/"
                  "SGD/--seed/data options; resume with the options of the run that wrote it", path);
+        return -1;
+    }
+    /* the checksum first: a damaged file is reported as damaged */
+    char crc_meta[16], crc_file[16];
+    uint32_t crc;
+    if (cdp_st_read_meta(path, "data_crc32c", crc_meta, sizeof crc_meta, err, errlen)) {
+        snprintf(err, errlen, "%s: damaged checkpoint: no data_crc32c checksum in its metadata",
+                 path);
+        return -1;
+    }
+    if (cdp_st_data_crc32c(path, &crc, err, errlen))
+        return -1;
+    snprintf(crc_file, sizeof crc_file, "%08" PRIx32, crc);
+    if (strcmp(crc_meta, crc_file)) {
+        snprintf(err, errlen, "%s: damaged checkpoint: the data's CRC-32C checksum is %s, the "
+                 "file says %.12s (a changed or corrupted byte)", path, crc_file, crc_meta);
+        return -1;
+    }
+    int64_t meta_step;
+    if (cdp_st_read_meta(path, "step", v, sizeof v, err, errlen) || parse_step(v, &meta_step)) {
+        snprintf(err, errlen, "%s: damaged checkpoint: no step, or not a number, in its metadata",
+                 path);
         return -1;
     }
     cdp_st_tensor t[4];
@@ -51,6 +112,11 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
     t[2].dst = momentum;
     if (cdp_st_read(path, t, 4, 1, err, errlen))
         return -1;
+    if (*step != meta_step) {
+        snprintf(err, errlen, "%s: inconsistent checkpoint: its step tensor says %" PRId64
+                 ", its metadata says step %" PRId64, path, *step, meta_step);
+        return -1;
+    }
     if (*step < 0) {
         snprintf(err, errlen, "%s: negative step %" PRId64, path, *step);
         return -1;

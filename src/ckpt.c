@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,7 +326,15 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
         if (strcmp(f->e[j - 1].name, f->e[j].name) == 0)
             return st_fail(err, errlen, path, "duplicate tensor %s", f->e[j].name);
 
-    /* Offsets: no overlaps, inside the data. */
+    /* Offsets: no overlaps, inside the data, and the data fully indexed
+     * (the format's rule: no byte that no tensor owns, between tensors or
+     * after the last; such bytes would let a file carry a second payload,
+     * and cdp's writer never leaves any). */
+    if (!f->ne && f->data_size)
+        return st_fail(err, errlen, path,
+                       "%" PRIu64 " bytes of data but no tensors: safetensors data must be "
+                       "fully indexed",
+                       f->data_size);
     if (f->ne) {
         st_entry **r = malloc(f->ne * sizeof *r);
         if (!r)
@@ -335,6 +344,8 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
         qsort(r, f->ne, sizeof *r, cmp_range);
         uint64_t prev_end = 0;
         int gaps = 0;
+        const st_entry *hole = NULL; /* the first tensor after unindexed bytes */
+        uint64_t hole_begin = 0;
         for (size_t j = 0; j < f->ne; j++) {
             if (j && r[j]->begin < prev_end) {
                 st_entry a = *r[j - 1], b = *r[j];
@@ -344,8 +355,11 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
                                ", %" PRIu64 "] overlap",
                                a.name, a.begin, a.end, b.name, b.begin, b.end);
             }
-            if (r[j]->begin > prev_end)
+            if (r[j]->begin > prev_end && !gaps) {
                 gaps = 1;
+                hole = r[j];
+                hole_begin = prev_end;
+            }
             prev_end = r[j]->end;
         }
         if (prev_end > f->data_size) {
@@ -364,7 +378,20 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
                            "] are out of range: the file has %" PRIu64 " bytes of data",
                            bad->name, bad->begin, bad->end, f->data_size);
         }
+        const st_entry last = *r[f->ne - 1];
         free(r);
+        if (hole)
+            return st_fail(err, errlen, path,
+                           "%" PRIu64 " unindexed bytes [%" PRIu64 ", %" PRIu64
+                           ") before %s: safetensors data must be fully indexed",
+                           hole->begin - hole_begin, hole_begin, hole->begin, hole->name);
+        if (prev_end < f->data_size)
+            return st_fail(err, errlen, path,
+                           "%" PRIu64 " byte%s after the last tensor (%s ends at %" PRIu64
+                           " of %" PRIu64 " bytes of data): safetensors data must be fully "
+                           "indexed",
+                           f->data_size - prev_end, f->data_size - prev_end == 1 ? "" : "s",
+                           last.name, prev_end, f->data_size);
     }
     return 0;
 }
@@ -450,6 +477,98 @@ int cdp_st_read_meta(const char *path, const char *key, char *out, size_t outlen
             rc = st_fail(err, errlen, path, "metadata \"%s\" is too long (%zu bytes)", key, v->len);
         else
             memcpy(out, v->str, v->len + 1);
+    }
+    st_close(&f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- CRC-32C */
+
+#define CRC32C_POLY 0x82F63B78u /* x^32 + x^28 + x^27 + ... + 1, bits reversed */
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+/* crc_table[0]: one byte at a time; crc_table[k][b]: byte b followed by
+ * k zero bytes, so that 8 bytes fold in with 8 look-ups. */
+static void crc_init(void)
+{
+    for (uint32_t b = 0; b < 256; b++) {
+        uint32_t c = b;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+        crc_table[0][b] = c;
+    }
+    for (int k = 1; k < 8; k++)
+        for (int b = 0; b < 256; b++)
+            crc_table[k][b] = (crc_table[k - 1][b] >> 8) ^ crc_table[0][crc_table[k - 1][b] & 0xFF];
+}
+
+uint32_t cdp_crc32c(uint32_t crc, const void *data, size_t n)
+{
+    pthread_once(&crc_once, crc_init);
+    const unsigned char *p = data;
+    uint32_t c = ~crc;
+    for (; n >= 8; n -= 8, p += 8) {
+        const uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                                 (uint32_t)p[3] << 24);
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+            crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
+
+uint32_t cdp_st_tensors_crc32c(const cdp_st_tensor *t, int n)
+{
+    uint32_t crc = 0;
+    for (int i = 0; i < n; i++) {
+        const int es = t[i].dtype ? dtype_size(t[i].dtype) : 0;
+        uint64_t nb;
+        if (!es || t[i].ndim < 0 || t[i].ndim > 4 || shape_bytes(t[i].ndim, t[i].shape, es, &nb) ||
+            nb > (uint64_t)SIZE_MAX || !t[i].data)
+            continue; /* cdp_st_write refuses these */
+        if (host_is_le()) {
+            crc = cdp_crc32c(crc, t[i].data, (size_t)nb);
+            continue;
+        }
+        unsigned char chunk[1 << 12];
+        for (size_t done = 0; done < nb;) {
+            size_t m = nb - done < sizeof chunk ? (size_t)(nb - done) : sizeof chunk;
+            memcpy(chunk, (const unsigned char *)t[i].data + done, m);
+            bswap_elems(chunk, m / (size_t)es, es);
+            crc = cdp_crc32c(crc, chunk, m);
+            done += m;
+        }
+    }
+    return crc;
+}
+
+int cdp_st_data_crc32c(const char *path, uint32_t *crc, char *err, size_t errlen)
+{
+    st_file f;
+    int rc = st_open(&f, path, err, errlen);
+    if (rc == 0) {
+        enum { CHUNK = 1 << 20 };
+        unsigned char *buf = malloc(CHUNK);
+        uint32_t c = 0;
+        if (!buf)
+            rc = st_fail(err, errlen, path, "out of memory");
+        for (uint64_t done = 0; rc == 0 && done < f.data_size;) {
+            size_t want = f.data_size - done < CHUNK ? (size_t)(f.data_size - done) : CHUNK, got;
+            if (pread_full(f.fd, buf, want, 8 + f.hlen + done, &got) != 0)
+                rc = st_fail(err, errlen, path, "cannot read: %s", strerror(errno));
+            else if (got != want)
+                rc = st_fail(err, errlen, path, "truncated data");
+            else
+                c = cdp_crc32c(c, buf, want);
+            done += want;
+        }
+        free(buf);
+        if (rc == 0)
+            *crc = c;
     }
     st_close(&f);
     return rc;

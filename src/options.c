@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "cdp/options.h"
 #include "cdp/rng.h"
 
@@ -83,7 +85,8 @@ void cdp_options_help(FILE *f)
 "  --save-weights FILE    write the final weights (safetensors)\n"
 "  --metrics FILE         JSON lines: one per epoch, then a summary\n"
 "  --trace FILE           Chrome trace of what each rank did when (chrome://tracing)\n"
-"  --checkpoint FILE      write a checkpoint at the end and on SIGTERM\n"
+"  --checkpoint FILE      write a checkpoint at the end and when SIGTERM or SIGINT\n"
+"                         stops the run (see Exit status)\n"
 "  --checkpoint-every E   also every E epochs\n"
 "  --resume FILE          continue bit for bit from a checkpoint\n"
 "Execution:\n"
@@ -95,7 +98,17 @@ void cdp_options_help(FILE *f)
 "  --eval-every E         test-set evaluation every E epochs and at the end;\n"
 "                         0: never                               [1]\n"
 "  --quiet                only errors and the final summary\n"
-"  --help, --version\n", f);
+"  --help, --version\n"
+"Exit status:\n"
+"  0 done; 1 an error (one line \"cdp_run: error: ...\" names it); 143 stopped by\n"
+"  SIGTERM, 130 by SIGINT: every rank stops at the next segment boundary (64 steps\n"
+"  with --checkpoint, else the end of the epoch), writes the checkpoint when\n"
+"  --checkpoint is given, and rank 0 prints one line \"cdp_run: SIGTERM: stopped at\n"
+"  step K of T, ...\"; a second signal ends the process at once.  Under mpirun, a\n"
+"  signal sent to the ranks (any one of them) makes mpirun exit with that status\n"
+"  too; a signal sent to mpirun itself (Ctrl-C) reaches the ranks as SIGTERM, and\n"
+"  Open MPI 4.1's mpirun exits 1 and kills ranks still running after about a\n"
+"  second (--mca odls_base_sigkill_timeout).\n", f);
 }
 
 static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out,
@@ -436,6 +449,91 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------- outputs */
+
+/* The file an output path names: its inode when it exists; else the real
+ * path of its directory and its last component, after following dangling
+ * symbolic links (key). */
+typedef struct out_file {
+    int exists, chr;
+    dev_t dev;
+    ino_t ino;
+    char key[2 * PATH_MAX + 2];
+} out_file;
+
+static void out_file_of(const char *path, out_file *f)
+{
+    char cur[PATH_MAX], next[PATH_MAX];
+    memset(f, 0, sizeof *f);
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hop = 0; hop < 40; hop++) {   /* 40: the kernel's own limit */
+        struct stat st;
+        if (stat(cur, &st) == 0) {
+            f->exists = 1;
+            f->chr = S_ISCHR(st.st_mode);
+            f->dev = st.st_dev;
+            f->ino = st.st_ino;
+            return;
+        }
+        char target[PATH_MAX];
+        ssize_t n;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode) ||
+            (n = readlink(cur, target, sizeof target - 1)) <= 0)
+            break;
+        target[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        int k = target[0] == '/' || !slash
+                    ? snprintf(next, sizeof next, "%s", target)
+                    : snprintf(next, sizeof next, "%.*s/%s", (int)(slash - cur), cur, target);
+        if (k < 0 || (size_t)k >= sizeof next)
+            break;
+        memcpy(cur, next, (size_t)k + 1);
+    }
+    char dir[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(cur, '/'), *base = slash ? slash + 1 : cur;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == cur ? 1 : (int)(slash - cur), cur);
+    if (realpath(dir, real))
+        snprintf(f->key, sizeof f->key, "%s/%s", strcmp(real, "/") ? real : "", base);
+    else   /* a directory that is not there: the write will say so */
+        snprintf(f->key, sizeof f->key, "%s", cur);
+}
+
+int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen)
+{
+    const struct { const char *opt, *path; } out[] = {
+        { "--checkpoint", o->checkpoint }, { "--save-weights", o->save_weights },
+        { "--metrics", o->metrics }, { "--trace", o->trace },
+    };
+    enum { NOUT = sizeof out / sizeof out[0] };
+    out_file *f = calloc(NOUT, sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < NOUT; i++)
+        if (out[i].path[0])
+            out_file_of(out[i].path, &f[i]);
+    int rc = 0;
+    for (int i = 0; i < NOUT && !rc; i++)
+        for (int j = i + 1; j < NOUT && !rc; j++) {
+            if (!out[i].path[0] || !out[j].path[0] || f[i].exists != f[j].exists)
+                continue;
+            int same = f[i].exists ? f[i].dev == f[j].dev && f[i].ino == f[j].ino && !f[i].chr
+                                   : strcmp(f[i].key, f[j].key) == 0;
+            if (same) {
+                snprintf(err, errlen, "%s %.400s and %s %.400s name the same file: each output "
+                         "needs a file of its own", out[i].opt, out[i].path, out[j].opt,
+                         out[j].path);
+                rc = -1;
+            }
+        }
+    free(f);
+    return rc;
 }
 
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)

@@ -575,7 +575,10 @@ int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s
 
     for (int r = 0; r < c->P; r++) {
         keyed_list *kl = &lists[r];
-        qsort(kl->v, kl->n, sizeof *kl->v, keyed_cmp);
+        /* the ranks this build skips have empty lists (v == NULL), and
+         * qsort's base must not be null even for 0 elements */
+        if (kl->n)
+            qsort(kl->v, kl->n, sizeof *kl->v, keyed_cmp);
         mark_last_uses(c, kl);
         cdp_program *p = &s->prog[r];
         p->ins = malloc((kl->n ? kl->n : 1) * sizeof *p->ins);

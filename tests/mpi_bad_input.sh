@@ -1,4 +1,5 @@
-# Bad input: one clear error line, a non-zero exit on every rank, no hang.
+# Bad input: one clear error line, a non-zero exit on every rank, no hang;
+# outputs that would overwrite each other are refused before any is written.
 . "$(dirname "$0")/lib.sh"
 check() {  # np expected-substring args...
     local np=$1 want=$2
@@ -61,4 +62,38 @@ check 1 "more than the 10 training samples" --data synthetic:n=10 --batch 8
 check 1 "--augment" --augment crop=x
 check 1 "--normalize" --normalize 0.5/0
 check 1 "1 channel" --data synthetic --normalize 0.5,0.5/0.2,0.2
+# two outputs naming the same file (any spelling): refused before anything
+# is written; an output equal to an input (--checkpoint F --resume F) is fine
+mkdir -p "$TMP/out"
+ln -s "$TMP/out" "$TMP/outlink"
+: > "$TMP/out/real.json"
+ln -s real.json "$TMP/out/alias.json"
+ln -s target.json "$TMP/out/dangling.json"
+short="--data synthetic --model mlp:784-16-10 --workers 4 --batch 8 --steps 2 --quiet"
+for np in 1 3; do
+    check $np "--checkpoint $TMP/out/w.st and --save-weights $TMP/out/w.st name the same file" \
+        $short --checkpoint "$TMP/out/w.st" --save-weights "$TMP/out/w.st"
+    check $np "--metrics $TMP/out/x.json and --trace $TMP/out/x.json name the same file" \
+        $short --metrics "$TMP/out/x.json" --trace "$TMP/out/x.json"
+    check $np "name the same file" $short --save-weights "$TMP/out/w.st" --trace "$TMP/out/./w.st"
+    check $np "name the same file" $short --metrics "$TMP/out/m.json" --checkpoint "$TMP/outlink/m.json"
+    check $np "name the same file" $short --metrics "$TMP/out/real.json" --trace "$TMP/out/alias.json"
+    check $np "name the same file" $short --checkpoint "$TMP/out/dangling.json" --metrics "$TMP/out/target.json"
+    check $np "name the same file" $short --save-weights "$TMP/out/../out/s.st" --metrics "$TMP/out/a.json" \
+        --trace "$TMP/out/b.json" --checkpoint "$TMP/outlink/s.st"
+    (failures=0; cd "$TMP/out" && check $np "--metrics rel.json and --trace $TMP/out/rel.json name the same file" \
+        $short --metrics rel.json --trace "$TMP/out/rel.json"; [ $failures -eq 0 ]) || failures=$((failures + 1))
+done
+left=$(cd "$TMP/out" && ls | grep -v -x -e real.json -e alias.json -e dangling.json)
+[ -z "$left" ] && [ ! -s "$TMP/out/real.json" ] && pass "refused outputs: nothing written" \
+    || fail "refused outputs wrote: $left"
+for np in 1 2; do
+    run $np $short --checkpoint "$TMP/out/c$np.st" >/dev/null 2>&1 || fail "np=$np: checkpoint run"
+    if out=$(run $np $short --steps 4 --checkpoint "$TMP/out/c$np.st" --resume "$TMP/out/c$np.st" \
+             --metrics /dev/null --trace /dev/null 2>&1 >/dev/null); then
+        pass "np=$np: --checkpoint F --resume F, and /dev/null named twice, are accepted"
+    else
+        fail "np=$np: --checkpoint F --resume F or /dev/null twice refused: $out"
+    fi
+done
 finish

@@ -1,6 +1,9 @@
 # Checkpoints resume bit for bit: a run cut in two (at a step boundary, and
-# by SIGTERM) ends with exactly the weights of the uninterrupted run; a
-# checkpoint from other options or a damaged file is refused.
+# by SIGTERM, on 1 and 2 ranks) ends with exactly the weights of the
+# uninterrupted run; SIGTERM and SIGINT stop every rank with one message and
+# the status README gives, with or without --checkpoint; a
+# checkpoint from other options or a damaged file (truncated, one bit
+# flipped) is refused.
 . "$(dirname "$0")/lib.sh"
 M=mlp:784-32-16-10
 common="--data synthetic --model $M --workers 4 --batch 8 --quiet --eval-every 0 --lr 0.05 --momentum 0.9"
@@ -27,7 +30,8 @@ done
 kill -TERM $pid
 wait $pid
 rc=$?
-if [ $rc -eq 143 ] && [ -f "$TMP/t.st" ] && grep -q SIGTERM "$TMP/term.err"; then
+if [ $rc -eq 143 ] && [ -f "$TMP/t.st" ] &&
+   grep -q "^cdp_run: SIGTERM: stopped at step [0-9]* of 3000, checkpoint $TMP/t.st written$" "$TMP/term.err"; then
     pass "SIGTERM: checkpoint written, exit 143 ($(cat "$TMP/term.err"))"
     run 1 $big --rule cdp-v2 --steps 3000 --resume "$TMP/t.st" --save-weights "$TMP/resumed2.st" >/dev/null \
         || fail "resume after SIGTERM"
@@ -35,6 +39,75 @@ if [ $rc -eq 143 ] && [ -f "$TMP/t.st" ] && grep -q SIGTERM "$TMP/term.err"; the
 else
     fail "SIGTERM: exit $rc, $(cat "$TMP/term.err")"
 fi
+# SIGINT without --checkpoint: stops at the end of the epoch, says so, 130
+"$CDP" $big --rule cdp-v2 --steps 3000 --metrics "$TMP/i.json" >/dev/null 2>"$TMP/int.err" &
+pid=$!
+for _ in $(seq 300); do
+    [ -s "$TMP/i.json" ] && break
+    sleep 0.1
+done
+kill -INT $pid
+wait $pid
+rc=$?
+[ $rc -eq 130 ] && grep -q "^cdp_run: SIGINT: stopped at step [0-9]* of 3000, no checkpoint written" "$TMP/int.err" \
+    && pass "SIGINT without --checkpoint: exit 130 ($(cat "$TMP/int.err"))" \
+    || fail "SIGINT without --checkpoint: exit $rc, $(cat "$TMP/int.err")"
+
+# Under mpirun (2 ranks): signal_run WHOM SIG ARGS... starts the run, waits
+# for its first epoch, sends SIG to WHOM (one rank, or mpirun itself), and
+# leaves mpirun's status in rc and the run's stderr in $TMP/sig.err.
+signal_run() {
+    local whom=$1 sig=$2 tpid mp ranks
+    shift 2
+    rm -f "$TMP/sig.json"
+    timeout 300 "$MPIRUN" --oversubscribe -np 2 "$CDP" "$@" --metrics "$TMP/sig.json" \
+        >/dev/null 2>"$TMP/sig.err" &
+    tpid=$!
+    for _ in $(seq 600); do
+        [ -s "$TMP/sig.json" ] && break
+        sleep 0.1
+    done
+    mp=$(pgrep -P $tpid)
+    ranks=$(pgrep -P "$mp" | tr '\n' ' ')
+    case $whom in
+        rank) set -- $ranks; kill -"$sig" "$2" ;;   # one rank: every rank stops with it
+        mpirun) kill -"$sig" "$mp" ;;
+    esac
+    wait $tpid
+    rc=$?
+}
+msgs() { grep -c "^cdp_run: SIG" "$TMP/sig.err"; }
+# SIGTERM to one rank: every rank stops at the same step, the checkpoint is
+# written, mpirun passes the ranks' 143 on; the resume equals the full run
+run 2 $big --rule cdp-v1 --steps 1500 --save-weights "$TMP/full3.st" >/dev/null || fail "full run on 2 ranks"
+signal_run rank TERM $big --rule cdp-v1 --steps 1500 --checkpoint "$TMP/r.st"
+if [ $rc -eq 143 ] && [ "$(msgs)" -eq 1 ] && [ -f "$TMP/r.st" ] &&
+   grep -q "^cdp_run: SIGTERM: stopped at step [0-9]* of 1500, checkpoint $TMP/r.st written$" "$TMP/sig.err"; then
+    pass "SIGTERM to one of 2 ranks: mpirun exits 143 ($(grep '^cdp_run:' "$TMP/sig.err"))"
+    run 2 $big --rule cdp-v1 --steps 1500 --resume "$TMP/r.st" --save-weights "$TMP/resumed3.st" >/dev/null \
+        || fail "resume on 2 ranks after SIGTERM"
+    same $M2 "$TMP/resumed3.st" "$TMP/full3.st" 0 "2 ranks: SIGTERM + resume = uninterrupted run"
+else
+    fail "SIGTERM to one of 2 ranks: mpirun exit $rc, $(cat "$TMP/sig.err")"
+fi
+# SIGINT to one rank, no --checkpoint: 130
+signal_run rank INT $big --rule dp --steps 20000
+[ $rc -eq 130 ] && [ "$(msgs)" -eq 1 ] &&
+    grep -q "^cdp_run: SIGINT: stopped at step [0-9]* of 20000, no checkpoint written" "$TMP/sig.err" \
+    && pass "SIGINT to one of 2 ranks: mpirun exits 130 ($(grep '^cdp_run:' "$TMP/sig.err"))" \
+    || fail "SIGINT to one of 2 ranks: mpirun exit $rc, $(cat "$TMP/sig.err")"
+# SIGTERM (or Ctrl-C's SIGINT) to mpirun itself: Open MPI 4.1 sends SIGTERM
+# to the ranks, which stop and write the checkpoint within its second of
+# grace, and mpirun exits 1 whatever the ranks return (README, Checkpoints)
+for sig in TERM INT; do
+    rm -f "$TMP/m.st"
+    signal_run mpirun $sig $big --rule cdp-v2 --steps 20000 --checkpoint "$TMP/m.st"
+    { [ $rc -eq 1 ] || [ $rc -eq 143 ]; } && [ "$(msgs)" -eq 1 ] && [ -f "$TMP/m.st" ] &&
+        grep -q "^cdp_run: SIGTERM: stopped at step [0-9]* of 20000, checkpoint $TMP/m.st written$" "$TMP/sig.err" \
+        && pass "SIG$sig to mpirun: the ranks stop with a checkpoint, mpirun exits $rc ($(grep '^cdp_run:' "$TMP/sig.err"))" \
+        || fail "SIG$sig to mpirun: mpirun exit $rc, $(cat "$TMP/sig.err")"
+done
+
 # refusals
 out=$(run 2 $common --rule cdp-v2 --lr 0.1 --steps 150 --resume "$TMP/c.st" 2>&1) \
     && fail "a checkpoint resumed under another --lr" \
@@ -45,4 +118,21 @@ out=$(run 2 $common --rule dp --steps 150 --resume "$TMP/cut.st" 2>&1) \
     && fail "a truncated checkpoint was accepted" \
     || { [ "$(echo "$out" | grep -c '^cdp_run: error:')" -eq 1 ] && pass "truncated checkpoint refused: $(echo "$out" | grep error)" \
          || fail "truncated checkpoint: $out"; }
+# one bit flipped in the data (a momentum float, in the middle): the
+# checksum refuses it on every rank, with one line
+hlen=$(od -An -tu8 -N8 "$TMP/c.st" | tr -d ' ')
+each=$(( ($(wc -c < "$TMP/c.st") - 8 - hlen - 8) / 3 ))   # params, params_prev, momentum, step
+at=$(( 8 + hlen + 2 * each + each / 2 ))
+byte=$(od -An -tu1 -j"$at" -N1 "$TMP/c.st" | tr -d ' ')
+cp "$TMP/c.st" "$TMP/flip.st"
+printf "$(printf '\\%03o' $((byte ^ 16)))" | dd of="$TMP/flip.st" bs=1 seek="$at" conv=notrunc 2>/dev/null
+if cmp -s "$TMP/c.st" "$TMP/flip.st"; then
+    fail "could not flip a bit of the checkpoint"
+else
+    out=$(run 2 $common --rule dp --steps 150 --resume "$TMP/flip.st" 2>&1) \
+        && fail "a checkpoint with a flipped bit was resumed" \
+        || { [ "$(echo "$out" | grep -c '^cdp_run: error:')" -eq 1 ] && echo "$out" | grep -q "damaged checkpoint" \
+             && pass "flipped bit refused: $(echo "$out" | grep error)" \
+             || fail "flipped bit: $out"; }
+fi
 finish

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
 #include "cdp/json.h"
 
@@ -395,6 +396,42 @@ START_TEST(test_refusals)
               UINT64_MAX, zeros, 16);
     expect_refusal(path, "data_offsets must be");
 
+    /* the data must be fully indexed: bytes after the last tensor, or
+     * between two tensors, are refused (and never written by cdp) */
+    {
+        unsigned char more[160];
+        memcpy(more, p, sizeof p);
+        memset(more + sizeof p, 0xab, sizeof more - sizeof p);
+        snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 96, 144, 144, 156);
+        write_raw(path, hdr, UINT64_MAX, more, sizeof p + 1);
+        expect_refusal(path, "1 byte after the last tensor (fc1.bias ends at 156 of 157 bytes "
+                             "of data)");
+        write_raw(path, hdr, UINT64_MAX, more, sizeof more);
+        expect_refusal(path, "4 bytes after the last tensor");
+        expect_refusal(path, "must be fully indexed");
+        /* a hole between fc0.bias and fc1.weight */
+        snprintf(hdr, sizeof hdr, HDR_OK_FMT, "F32", 80, 80, 96, 100, 148, 148, 160);
+        write_raw(path, hdr, UINT64_MAX, more, 160);
+        expect_refusal(path, "4 unindexed bytes [96, 100) before fc1.weight");
+        /* metadata only, then data nothing indexes */
+        write_raw(path, "{\"__metadata__\":{\"a\":\"b\"}}", UINT64_MAX, more, 8);
+        expect_refusal(path, "8 bytes of data but no tensors");
+        /* cdp's own files end with their last tensor (weights and generic) */
+        path_of(path, sizeof path, "indexed.safetensors");
+        const char *meta[] = {"k", "v", NULL};
+        ck_assert_msg(cdp_save_weights(path, &m, p, 3, meta, err, sizeof err) == 0, "%s", err);
+        float q2[39];
+        ck_assert_msg(cdp_load_weights(path, &m, q2, err, sizeof err) == 0, "%s", err);
+        int64_t one = 1;
+        cdp_st_tensor g[2] = {{"empty", "F32", 1, {0}, NULL, NULL}, {"n", "I64", 0, {0}, &one, NULL}};
+        ck_assert_msg(cdp_st_write(path, g, 2, meta, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cdp_st_read(path, g, 2, 1, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cdp_st_write(path, g, 0, meta, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(cdp_st_read(path, g, 0, 1, err, sizeof err) == 0, "%s", err);
+        unlink(path);
+        path_of(path, sizeof path, "misc.safetensors");
+    }
+
     /* unknown dtype, bad shape element, bad metadata, duplicate name */
     path_of(path, sizeof path, "misc.safetensors");
     write_raw(path, "{\"fc0.weight\":{\"dtype\":\"Q7\",\"shape\":[4,5],\"data_offsets\":[0,80]}}",
@@ -413,6 +450,199 @@ START_TEST(test_refusals)
     /* a name with a newline stays on one line in err */
     write_raw(path, "{\"a\\nb\":3}", UINT64_MAX, NULL, 0);
     expect_refusal(path, "a?b");
+}
+END_TEST
+
+/* ------------------------------------------------------------ checkpoints */
+
+static size_t file_bytes(const char *path, unsigned char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, cap, f);
+    ck_assert(n < cap);
+    fclose(f);
+    return n;
+}
+
+static void file_put(const char *path, const unsigned char *buf, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A checkpoint of mlp:5-4-3 at step 5: cur = p, prev = p/2, momentum = -p. */
+static void write_ckpt(const char *path, const cdp_model *m, float *p, float *prev, float *mom)
+{
+    char err[256] = "";
+    fill_params(p, m->nparams);
+    for (size_t i = 0; i < m->nparams; i++) {
+        prev[i] = p[i] / 2;
+        mom[i] = -p[i];
+    }
+    ck_assert_msg(cdp_checkpoint_write(path, m, 5, 77, p, prev, mom, err, sizeof err) == 0, "%s",
+                  err);
+}
+
+/* Refused with want in err, on one line starting with the path. */
+static void expect_ckpt_refusal(const char *path, const cdp_model *m, const char *want)
+{
+    float a[39], b[39], c[39];
+    int64_t step = -7;
+    char err[512] = "";
+    int rc = cdp_checkpoint_read(path, m, 77, &step, a, b, c, err, sizeof err);
+    ck_assert_msg(rc == -1, "checkpoint %s was resumed (step %lld), expected \"%s\"", path,
+                  (long long)step, want);
+    ck_assert_msg(strstr(err, want) != NULL, "err \"%s\" lacks \"%s\"", err, want);
+    ck_assert_msg(strncmp(err, path, strlen(path)) == 0, "err \"%s\" does not name the file", err);
+    ck_assert_msg(strchr(err, '\n') == NULL, "err has several lines");
+}
+
+START_TEST(test_checkpoint_round_trip)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39], prev[39], mom[39], a[39], b[39], c[39];
+    char path[128], err[256] = "";
+    path_of(path, sizeof path, "ckpt.safetensors");
+    write_ckpt(path, &m, p, prev, mom);
+    int64_t step = -1;
+    ck_assert_msg(cdp_checkpoint_read(path, &m, 77, &step, a, b, c, err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_int_eq(step, 5);
+    ck_assert(!memcmp(a, p, sizeof p) && !memcmp(b, prev, sizeof p) && !memcmp(c, mom, sizeof p));
+    /* other options */
+    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 78, &step, a, b, c, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "other --model"));
+    unlink(path);
+}
+END_TEST
+
+/* One bit flipped anywhere in the data section: refused, whichever tensor
+ * (params, params_prev, momentum or step) it lands in. */
+START_TEST(test_checkpoint_bit_flips)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39], prev[39], mom[39];
+    char path[128], bad[128];
+    path_of(path, sizeof path, "flip-src.safetensors");
+    path_of(bad, sizeof bad, "flip.safetensors");
+    write_ckpt(path, &m, p, prev, mom);
+    unsigned char buf[8192], c[8192];
+    size_t size = file_bytes(path, buf, sizeof buf);
+    const size_t data = 8 + (size_t)le64(buf);
+    ck_assert_uint_eq(size - data, 3 * 39 * 4 + 8);
+    for (size_t at = data; at < size; at++) {
+        memcpy(c, buf, size);
+        c[at] ^= (unsigned char)(1u << (at * 5 % 8));
+        file_put(bad, c, size);
+        expect_ckpt_refusal(bad, &m, "checksum");
+    }
+    unlink(bad);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_crc32c)
+{
+    /* RFC 3720 B.4 and the usual check value */
+    ck_assert_uint_eq(cdp_crc32c(0, "123456789", 9), 0xE3069283u);
+    ck_assert_uint_eq(cdp_crc32c(0, "", 0), 0);
+    unsigned char z[32], o[32], inc[32];
+    memset(z, 0, 32);
+    memset(o, 0xff, 32);
+    for (int i = 0; i < 32; i++)
+        inc[i] = (unsigned char)i;
+    ck_assert_uint_eq(cdp_crc32c(0, z, 32), 0x8A9136AAu);
+    ck_assert_uint_eq(cdp_crc32c(0, o, 32), 0x62A8AB43u);
+    ck_assert_uint_eq(cdp_crc32c(0, inc, 32), 0x46DD794Eu);
+    /* chained over every split, and at every alignment */
+    unsigned char big[1000];
+    for (int i = 0; i < 1000; i++)
+        big[i] = (unsigned char)(i * 131 + 7);
+    const uint32_t whole = cdp_crc32c(0, big, sizeof big);
+    for (size_t cut = 0; cut <= 40; cut++)
+        ck_assert_uint_eq(cdp_crc32c(cdp_crc32c(0, big, cut), big + cut, sizeof big - cut), whole);
+    /* the tensors' CRC is the data section's */
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    int64_t st = 42;
+    cdp_st_tensor t[3] = {{"w", "F32", 2, {2, 3}, w, NULL},
+                          {"e", "F32", 1, {0}, NULL, NULL},
+                          {"s", "I64", 1, {1}, &st, NULL}};
+    char path[128], err[256] = "";
+    path_of(path, sizeof path, "crc.safetensors");
+    ck_assert_msg(cdp_st_write(path, t, 3, NULL, err, sizeof err) == 0, "%s", err);
+    uint32_t crc = 1;
+    ck_assert_msg(cdp_st_data_crc32c(path, &crc, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(crc, cdp_st_tensors_crc32c(t, 3));
+    unlink(path);
+}
+END_TEST
+
+/* A checkpoint rewritten with these tensors (step as given) and metadata:
+ * data_crc32c computed from the data when crc is NULL, none when "". */
+static void craft_ckpt(const char *path, const cdp_model *m, const float *p, const float *prev,
+                       const float *mom, int64_t step, const char *version, const char *meta_step,
+                       const char *crc)
+{
+    const int64_t n = (int64_t)m->nparams;
+    cdp_st_tensor t[4] = {{"params", "F32", 1, {n}, p, NULL},
+                          {"params_prev", "F32", 1, {n}, prev, NULL},
+                          {"momentum", "F32", 1, {n}, mom, NULL},
+                          {"step", "I64", 1, {1}, &step, NULL}};
+    char c[16], err[256] = "";
+    snprintf(c, sizeof c, "%08x", (unsigned)cdp_st_tensors_crc32c(t, 4));
+    const char *meta[] = {"cdp_checkpoint", version, "numerics", "000000000000004d", /* 77 */
+                          "step", meta_step, "data_crc32c", crc ? crc : c, NULL};
+    if (crc && !crc[0])
+        meta[6] = NULL; /* no checksum at all */
+    ck_assert_msg(cdp_st_write(path, t, 4, meta, err, sizeof err) == 0, "%s", err);
+}
+
+START_TEST(test_checkpoint_refusals)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39], prev[39], mom[39], a[39], b[39], c[39];
+    char path[128], err[512] = "";
+    int64_t step;
+    path_of(path, sizeof path, "crafted.safetensors");
+    write_ckpt(path, &m, p, prev, mom);
+    /* the crafting helper writes what cdp_checkpoint_write writes */
+    unsigned char x[8192], y[8192];
+    size_t nx = file_bytes(path, x, sizeof x);
+    craft_ckpt(path, &m, p, prev, mom, 5, "2", "5", NULL);
+    ck_assert_uint_eq(file_bytes(path, y, sizeof y), nx);
+    ck_assert(memcmp(x, y, nx) == 0);
+    ck_assert_msg(cdp_checkpoint_read(path, &m, 77, &step, a, b, c, err, sizeof err) == 0, "%s",
+                  err);
+
+    /* the step tensor and the metadata disagree (checksum right) */
+    craft_ckpt(path, &m, p, prev, mom, 6, "2", "5", NULL);
+    expect_ckpt_refusal(path, &m, "step tensor says 6, its metadata says step 5");
+    craft_ckpt(path, &m, p, prev, mom, 5, "2", "05", NULL);
+    expect_ckpt_refusal(path, &m, "no step, or not a number");
+    craft_ckpt(path, &m, p, prev, mom, 5, "2", "5x", NULL);
+    expect_ckpt_refusal(path, &m, "no step, or not a number");
+    /* format versions: 1 (no checksum), unknown ones */
+    craft_ckpt(path, &m, p, prev, mom, 5, "1", "5", NULL);
+    expect_ckpt_refusal(path, &m, "checkpoint format version 1");
+    craft_ckpt(path, &m, p, prev, mom, 5, "3", "5", NULL);
+    expect_ckpt_refusal(path, &m, "unknown checkpoint format version \"3\"");
+    craft_ckpt(path, &m, p, prev, mom, 5, "", "5", NULL);
+    expect_ckpt_refusal(path, &m, "unknown checkpoint format version \"\"");
+    /* checksum missing or not the data's */
+    craft_ckpt(path, &m, p, prev, mom, 5, "2", "5", "");
+    expect_ckpt_refusal(path, &m, "no data_crc32c checksum");
+    craft_ckpt(path, &m, p, prev, mom, 5, "2", "5", "0badc0de");
+    expect_ckpt_refusal(path, &m, "file says 0badc0de");
+    /* a weights file is not a checkpoint */
+    ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
+    expect_ckpt_refusal(path, &m, "not a cdp checkpoint");
+    unlink(path);
 }
 END_TEST
 
@@ -645,6 +875,10 @@ int main(void)
     tcase_add_test(tw, test_generic);
     tcase_add_test(tw, test_refusals);
     tcase_add_test(tw, test_garbage_never_crashes);
+    tcase_add_test(tw, test_checkpoint_round_trip);
+    tcase_add_test(tw, test_checkpoint_bit_flips);
+    tcase_add_test(tw, test_checkpoint_refusals);
+    tcase_add_test(tw, test_crc32c);
     tcase_set_timeout(tw, 120);
     suite_add_tcase(s, tw);
     TCase *tj = tcase_create("json");

@@ -5,9 +5,30 @@
  * follow the lag table of DESIGN.md section 4, and every update is applied
  * once, in order, before it is used. */
 #include <check.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cdp/schedule.h"
+
+/* qsort as libcdp sees it: the C library's, counting the calls with a null
+ * base.  glibc declares qsort's base nonnull, so qsort(NULL, 0, ...) is
+ * undefined behaviour (UBSan: "null pointer passed as argument 1") even
+ * though nothing is sorted; the schedule must not make such a call for the
+ * empty lists of the ranks it does not build. */
+static int qsort_null_calls;
+
+void qsort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    static void (*real)(void *, size_t, size_t, int (*)(const void *, const void *));
+    void *volatile seen = base;   /* the declaration says nonnull: look anyway */
+    if (!seen)
+        qsort_null_calls++;
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "qsort");
+    if (!real)
+        abort();
+    real(base, n, size, cmp);
+}
 
 static const cdp_rule rules[] = { CDP_RULE_DP, CDP_RULE_CDP_V1, CDP_RULE_CDP_V2 };
 
@@ -431,6 +452,40 @@ START_TEST(bad_configurations)
 }
 END_TEST
 
+/* Ranks without instructions: the programs of the ranks a build skips
+ * (every multi-rank cdp_run builds only its own), and model-parallel's
+ * plans.  Their lists are empty, and are never handed to qsort as NULL. */
+START_TEST(empty_programs)
+{
+    char err[256];
+    cdp_schedule s;
+    for (int ri = 0; ri < 3; ri++)
+        for (int only = 0; only < 3; only++) {
+            cdp_sched_config c = { 4, 3, 3, rules[ri], CDP_FW_REPLICATED, 0, 2 };
+            qsort_null_calls = 0;
+            ck_assert_msg(cdp_schedule_build(&c, only, &s, err, sizeof err) == 0, "%s", err);
+            for (int r = 0; r < 3; r++) {
+                ck_assert_uint_eq(s.prog[r].n > 0, r == only);
+                ck_assert_ptr_nonnull(s.prog[r].ins);
+            }
+            ck_assert_msg(qsort_null_calls == 0, "rule %s, rank %d of 3: qsort called %d times "
+                          "with a null base", cdp_rule_name(rules[ri]), only, qsort_null_calls);
+            cdp_schedule_free(&s);
+        }
+    /* --plan --framework model-parallel: every rank's program, some empty */
+    for (int ri = 0; ri < 3; ri++) {
+        cdp_sched_config c = { 4, 3, 1, rules[ri], CDP_FW_MODEL_PARALLEL, 0, 2 };
+        c.P = cdp_schedule_ranks_needed(&c) + 1;   /* one rank more than it uses */
+        qsort_null_calls = 0;
+        ck_assert_msg(cdp_schedule_build(&c, -1, &s, err, sizeof err) == 0, "%s", err);
+        ck_assert_uint_eq(s.prog[c.P - 1].n, 0);
+        ck_assert_msg(qsort_null_calls == 0, "model-parallel, rule %s, P=%d: qsort called %d "
+                      "times with a null base", cdp_rule_name(rules[ri]), c.P, qsort_null_calls);
+        cdp_schedule_free(&s);
+    }
+}
+END_TEST
+
 START_TEST(large_plan_is_cheap)
 {
     /* N = L = 256, one rank's program, 2 steps: built in well under a second */
@@ -455,6 +510,7 @@ int main(void)
     tcase_add_test(tc, activation_peaks);
     tcase_add_test(tc, bad_configurations);
     tcase_add_test(tc, large_plan_is_cheap);
+    tcase_add_test(tc, empty_programs);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

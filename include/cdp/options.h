@@ -33,7 +33,7 @@ typedef struct cdp_options {
     char save_weights[1024];
     char metrics[1024];
     char trace[1024];
-    char checkpoint[1024];   /* written at the end, on SIGTERM, and every checkpoint_every epochs */
+    char checkpoint[1024];   /* written at the end, on SIGTERM/SIGINT, and every checkpoint_every epochs */
     int checkpoint_every;
     char resume[1024];
     int threads;             /* per rank; 0: CPUs available / ranks on the node */
@@ -51,6 +51,12 @@ void cdp_options_defaults(cdp_options *o);
  * value, an unknown option). */
 int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t errlen);
 void cdp_options_help(FILE *f);
+/* 0, or -1 with one line in err when two outputs (--checkpoint,
+ * --save-weights, --metrics, --trace) name the same file, however spelt:
+ * the same inode when the file exists (character devices such as /dev/null
+ * excepted), else the same real directory and name, symbolic links
+ * followed.  Inputs may equal outputs (--checkpoint F --resume F). */
+int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen);
 /* A hash of every option that must agree across ranks. */
 uint64_t cdp_options_hash(const cdp_options *o);
 /* A hash of the options that fix the numerics (checkpoints must match). */

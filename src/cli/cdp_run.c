@@ -28,12 +28,36 @@
 #include "cdp/trace.h"
 
 static cdp_comm comm;
-static volatile sig_atomic_t got_term;
+/* SIGTERM and SIGINT: the first one asks every rank to stop at the next
+ * segment boundary (checkpoint written when --checkpoint is given) and to
+ * exit with 128 + the signal; the handler then resets itself, so a second
+ * one ends the process at once. */
+static volatile sig_atomic_t got_signal;
 
-static void on_term(int sig)
+static void on_signal(int sig)
 {
-    (void)sig;
-    got_term = 1;
+    if (!got_signal)
+        got_signal = sig;
+}
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;   /* reads and writes carry on */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+/* The signal any rank received (SIGTERM before SIGINT), 0 for none:
+ * collective, so that every rank stops at the same boundary. */
+static int agreed_signal(void)
+{
+    int mine = got_signal, any;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm.comm);
+    return any;
 }
 
 /* 1 when any rank failed; the lowest failing rank prints its message. */
@@ -118,8 +142,7 @@ int main(int argc, char **argv)
     cdp_options_defaults(&o);
     int bad = cdp_options_parse(&o, argc, argv, err, sizeof err);
     FAIL_IF(bad, err);
-    if (o.checkpoint[0])   /* from now on SIGTERM means: checkpoint and stop */
-        signal(SIGTERM, on_term);
+    catch_stop_signals();   /* from now on SIGTERM/SIGINT mean: stop (and checkpoint) */
     if (o.help || o.version) {
         if (root) {
             if (o.help) cdp_options_help(stdout);
@@ -128,6 +151,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 0;
     }
+    bad = cdp_options_check_outputs(&o, err, sizeof err);   /* before anything is written */
+    FAIL_IF(bad, err);
     /* the same options on every rank, or nothing */
     uint64_t h = cdp_options_hash(&o), hmin, hmax;
     MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, comm.comm);
@@ -323,17 +348,14 @@ int main(int argc, char **argv)
             cdp_exec_take_train_stats(x, &st[0], &st[1], &ns);
             st[2] = (double)ns;
             for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
-            if (o.checkpoint[0]) {
-                int term = got_term, any;
-                MPI_Allreduce(&term, &any, 1, MPI_INT, MPI_MAX, comm.comm);
-                stop = any;
-            }
+            stop = agreed_signal();
         }
         double sum[3];
         MPI_Reduce(ep_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
         int last = k == total || stop;
-        /* --eval-every 0: never, not even at the end (a ResNet's test set costs minutes) */
-        int eval = o.eval_every && ((e + 1) % o.eval_every == 0 || last);
+        /* --eval-every 0: never, not even at the end (a ResNet's test set costs
+         * minutes); none on the way out after a signal: mpirun kills its ranks soon */
+        int eval = !stop && o.eval_every && ((e + 1) % o.eval_every == 0 || last);
         if (eval)
             cdp_exec_gather_params(x, k, params, 0);
         if (root) {
@@ -365,12 +387,20 @@ int main(int argc, char **argv)
             FAIL_IF(bad, err);
         }
         if (stop) {
-            if (root)
-                fprintf(stderr, "cdp_run: SIGTERM: stopped at step %lld after writing %s\n",
-                        (long long)k, o.checkpoint);
+            if (root) {
+                if (o.checkpoint[0])
+                    fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, checkpoint %s "
+                            "written\n", stop == SIGINT ? "SIGINT" : "SIGTERM", (long long)k,
+                            (long long)total, o.checkpoint);
+                else
+                    fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, no checkpoint "
+                            "written (no --checkpoint)\n", stop == SIGINT ? "SIGINT" : "SIGTERM",
+                            (long long)k, (long long)total);
+            }
+            if (metrics) fclose(metrics);
             cdp_exec_destroy(x);
             MPI_Finalize();
-            return 143;
+            return 128 + stop;
         }
     }
     cdp_figures_finish(&fig, &comm, x);
