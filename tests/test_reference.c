@@ -1,4 +1,4 @@
-/* The serial reference (src/reference.c) against an independent
+/* The serial reference (src/exec/reference.c) against an independent
  * double-precision implementation of DESIGN.md section 4 written here with
  * plain loops: MLP forward/backward, lags, worker-order sums, SGD. */
 #include <check.h>

@@ -5,7 +5,7 @@
  * hash of the options that fix the numerics, so that a checkpoint never
  * resumes under other options, the step, and a CRC-32C of the whole data
  * section (data_crc32c), so that a damaged one never resumes either
- * (src/checkpoint.c has the layout). */
+ * (src/io/checkpoint.c has the layout). */
 #ifndef CDP_CHECKPOINT_H
 #define CDP_CHECKPOINT_H
 
