@@ -52,6 +52,8 @@ for np in 1 3; do
 done
 check 1 "--lr: the value is missing" --data synthetic --lr
 check 1 "--data: the value is missing" --data
+check 1 "--balance: the value is missing" --data synthetic --balance
+check 1 "--balance: expected flops or activations" --data synthetic --balance memory
 check 1 "--data-dir: the value is missing" --data-dir --data synthetic
 check 1 "ossci-datasets" --data mnist --data-dir "$TMP/nowhere"
 check 1 "nowhere/data_batch_1.bin: cannot open" --data cifar10 --data-dir "$TMP/nowhere"

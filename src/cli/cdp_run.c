@@ -1,7 +1,9 @@
-/* cdp_run: trains an MLP with dp, cdp-v1 or cdp-v2 over MPI.
- * Every rank parses the same options, loads the same data and builds its
- * own instruction list; any failure is agreed on by all ranks, reported
- * once (by the lowest failing rank) and ends every rank with exit code 1. */
+/* cdp_run: trains a network (an MLP, a ResNet) with dp, cdp-v1 or cdp-v2
+ * over MPI.  Every rank parses the same options, loads the same data and
+ * builds its own instruction list; any failure is agreed on by all ranks,
+ * reported once (by the lowest failing rank) and ends every rank with exit
+ * code 1.  main() runs the phases below in order: options, model, plan,
+ * preparation (backend, data, parameters, executor), training, results. */
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -72,7 +74,10 @@ static int any_failed(int failed, const char *msg)
     return 1;
 }
 
-#define FAIL_IF(cond, msg) do { if (any_failed((cond), (msg))) { MPI_Finalize(); return 1; } } while (0)
+/* In a phase: agreed failure ends the phase, and the run, with status 1. */
+#define FAIL_IF(cond, msg) do { if (any_failed((cond), (msg))) return 1; } while (0)
+/* A phase's "the run is complete" (--help, --version, --plan): status 0. */
+#define RUN_DONE (-1)
 
 static double wall(void)
 {
@@ -130,347 +135,419 @@ static int evaluate(const cdp_backend *be, const cdp_model *m, const float *host
     return isnan(corr) ? -1 : 0;
 }
 
+/* Everything the phases hand on to each other. */
+typedef struct run {
+    cdp_options o;
+    int root, P, N, L, threads;
+    cdp_model_config mc;
+    cdp_model model;
+    int have_model;
+    cdp_sched_config sc;
+    cdp_schedule roles, sched;
+    int have_roles, sched_K;
+    const cdp_backend *be;
+    cdp_data data;
+    int64_t spe, total, k;
+    int nepochs;
+    float *params, *final_params, *init_params, *prev_params, *momentum;
+    cdp_exec_config xc;
+    cdp_exec *x;
+    FILE *metrics;
+    cdp_figures fig;
+    double test_loss, test_acc, samples_s;
+    uint64_t numerics_hash;
+    char err[1024];
+} run;
+
+/* Options, the same on every rank; --help and --version. */
+static int phase_options(run *r, int argc, char **argv)
+{
+    cdp_options *o = &r->o;
+    cdp_options_defaults(o);
+    int bad = cdp_options_parse(o, argc, argv, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    catch_stop_signals();   /* from now on SIGTERM/SIGINT mean: stop (and checkpoint) */
+    if (o->help || o->version) {
+        if (r->root) {
+            if (o->help) cdp_options_help(stdout);
+            else printf("cdp_run (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        }
+        return RUN_DONE;
+    }
+    bad = cdp_options_check_outputs(o, r->err, sizeof r->err);   /* before anything is written */
+    FAIL_IF(bad, r->err);
+    uint64_t h = cdp_options_hash(o), hmin, hmax;
+    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, comm.comm);
+    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, comm.comm);
+    FAIL_IF(hmin != hmax, "the ranks were started with different options");
+    r->P = comm.size;
+    r->N = o->workers ? o->workers : (r->P > 4 ? r->P : 4);
+    return 0;
+}
+
+/* The model as the data set will shape it (for --plan and the schedule;
+ * built again on the data's own shape once it is loaded), and --plan. */
+static int phase_model_and_plan(run *r)
+{
+    const cdp_options *o = &r->o;
+    int bad;
+    r->mc = (cdp_model_config){ o->model, o->stages, { 0, 0, 0 }, 0, r->N, (cdp_balance)o->balance };
+    if (strncmp(o->model, "mlp:", 4) != 0)   /* an mlp: names its own input */
+        r->mc.input = data_kind_shape(o->data);
+    if (o->plan && o->stages > 0) {
+        /* a plan may reason about more stages than the model has blocks:
+         * its figures are then in stage-activation units */
+        cdp_model_config one = r->mc;
+        one.stages = 0;
+        bad = cdp_model_build(&one, &r->model, r->err, sizeof r->err);
+        FAIL_IF(bad, r->err);
+        int nblocks = r->model.nblocks;
+        cdp_model_free(&r->model);
+        if (o->stages > nblocks) {
+            cdp_sched_config pc = { r->N, o->stages, r->P, o->rule, o->framework, o->deterministic,
+                                    o->plan_steps };
+            if (r->root)
+                bad = cdp_plan_print(stdout, &pc, NULL, o->batch, r->err, sizeof r->err);
+            MPI_Bcast(&bad, 1, MPI_INT, 0, comm.comm);
+            FAIL_IF(bad && r->root, r->err);
+            FAIL_IF(bad, "--plan failed");
+            return RUN_DONE;
+        }
+    }
+    bad = cdp_model_build(&r->mc, &r->model, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    r->have_model = 1;
+    r->L = r->model.nstages;
+    r->sc = (cdp_sched_config){ r->N, r->L, r->P, o->rule, o->framework, o->deterministic, 1 };
+    if (o->plan) {
+        r->sc.K = o->plan_steps;
+        if (r->root)
+            bad = cdp_plan_print(stdout, &r->sc, &r->model, o->batch, r->err, sizeof r->err);
+        MPI_Bcast(&bad, 1, MPI_INT, 0, comm.comm);
+        FAIL_IF(bad && r->root, r->err);
+        FAIL_IF(bad, "--plan failed");
+        return RUN_DONE;
+    }
+    return 0;
+}
+
+/* Schedule roles, backend, data, the model on the data, parameters (seed,
+ * --init-weights, --resume), the executor, --metrics and the banner. */
+static int phase_prepare(run *r)
+{
+    const cdp_options *o = &r->o;
+    int bad;
+    /* configuration errors the schedule would find, before loading data; the
+     * one-step schedule also tells the executor which stages this rank holds */
+    r->sc.K = 1;
+    bad = cdp_schedule_build(&r->sc, comm.rank, &r->roles, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    r->have_roles = 1;
+    snprintf(r->err, sizeof r->err, "--checkpoint and --resume support --framework replicated only "
+             "in this version");
+    FAIL_IF((o->checkpoint[0] || o->resume[0]) && o->framework != CDP_FW_REPLICATED, r->err);
+
+    r->threads = o->threads ? o->threads : default_threads();
+    if (!strcmp(o->backend, "cuda"))
+        r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
+    else
+        r->be = cdp_backend_cpu(r->threads);
+    FAIL_IF(!r->be, r->err);
+
+    /* plain synthetic takes the model's input size when an mlp: names it */
+    bad = cdp_data_open(o->data, o->data_dir, o->seed, (int64_t)r->N * o->batch,
+                        strncmp(o->model, "mlp:", 4) ? 0 : cdp_model_in(&r->model), &r->data,
+                        r->err, sizeof r->err) ||
+          cdp_data_set_transforms(&r->data, &o->augment, o->norm_count, o->norm_mean, o->norm_std,
+                                  r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    /* the model on the data's shape and classes */
+    cdp_model_free(&r->model);
+    r->have_model = 0;
+    r->mc.input = (cdp_shape){ r->data.train.channels, r->data.train.height, r->data.train.width };
+    r->mc.classes = r->data.train.classes;
+    bad = cdp_model_build(&r->mc, &r->model, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    r->have_model = 1;
+    FAIL_IF(r->model.nstages != r->L, "internal error: the data changed the stage count");
+    bad = cdp_model_check_backend(&r->model, r->be, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    int64_t d[3] = { r->data.train.n, r->data.test.n, r->data.train.dim }, dmin[3], dmax[3];
+    MPI_Allreduce(d, dmin, 3, MPI_INT64_T, MPI_MIN, comm.comm);
+    MPI_Allreduce(d, dmax, 3, MPI_INT64_T, MPI_MAX, comm.comm);
+    FAIL_IF(memcmp(dmin, dmax, sizeof d), "the ranks loaded data sets of different sizes");
+    r->spe = r->data.train.n / ((int64_t)r->N * o->batch);
+    snprintf(r->err, sizeof r->err, "one step takes %d workers x %d samples = %lld, more than the "
+             "%lld training samples", r->N, o->batch, (long long)r->N * o->batch,
+             (long long)r->data.train.n);
+    FAIL_IF(r->spe < 1, r->err);
+    r->total = o->steps ? o->steps : (int64_t)o->epochs * r->spe;
+    r->nepochs = (int)((r->total + r->spe - 1) / r->spe);
+
+    /* zeroed: the floats between stages belong to none and stay +0 */
+    const size_t n = r->model.nparams;
+    r->params = calloc(n, sizeof(float));
+    r->final_params = calloc(n, sizeof(float));
+    r->init_params = calloc(n, sizeof(float));
+    r->prev_params = calloc(n, sizeof(float));
+    r->momentum = calloc(n, sizeof(float));
+    if (!r->params || !r->final_params || !r->init_params || !r->prev_params || !r->momentum)
+        abort();
+    cdp_model_init(&r->model, o->seed, r->params);
+    if (o->init_weights[0]) {
+        bad = cdp_load_weights(o->init_weights, &r->model, r->params, r->err, sizeof r->err);
+        FAIL_IF(bad, r->err);
+    }
+    memcpy(r->init_params, r->params, n * sizeof(float));
+
+    r->xc = (cdp_exec_config){
+        .model = &r->model, .be = r->be, .comm = &comm, .N = r->N, .B = o->batch,
+        .sgd = { o->lr, o->momentum, o->weight_decay, o->lr_decay_epochs, o->lr_gamma, r->spe },
+        .train = &r->data.train, .seed = o->seed, .shuffle = o->shuffle,
+        .trace = o->trace[0] != 0, .roles = &r->roles,
+    };
+    r->x = cdp_exec_create(&r->xc, r->params, r->err, sizeof r->err);
+    FAIL_IF(!r->x, r->err);
+
+    if (r->root && o->metrics[0]) {
+        r->metrics = fopen(o->metrics, "w");
+        if (!r->metrics)
+            snprintf(r->err, sizeof r->err, "--metrics %.900s: %s", o->metrics, strerror(errno));
+    }
+    FAIL_IF(r->root && o->metrics[0] && !r->metrics, r->err);
+
+    if (r->root && !o->quiet) {
+        printf("cdp %s: rule %s, framework %s, %d rank%s x %d thread%s, N=%d workers x B=%d, "
+               "L=%d stages, %s\n", PACKAGE_VERSION, cdp_rule_name(o->rule),
+               cdp_framework_name(o->framework), r->P, r->P > 1 ? "s" : "", r->threads,
+               r->threads > 1 ? "s" : "", r->N, o->batch, r->L, o->model);
+        printf("data %s: %lld train, %lld test; %lld steps/epoch, %lld steps; backend %s\n",
+               r->data.name, (long long)r->data.train.n, (long long)r->data.test.n,
+               (long long)r->spe, (long long)r->total, r->be->describe());
+        fflush(stdout);
+    }
+
+    cdp_options numerics = *o;
+    numerics.workers = r->N;
+    r->numerics_hash = cdp_options_numerics_hash(&numerics);
+    if (o->resume[0]) {
+        bad = cdp_checkpoint_read(o->resume, &r->model, r->numerics_hash, &r->k, r->params,
+                                  r->prev_params, r->momentum, r->err, sizeof r->err);
+        if (!bad && r->k > r->total)
+            snprintf(r->err, sizeof r->err, "%.900s: checkpoint at step %lld is past the end of "
+                     "this run (%lld steps)", o->resume, (long long)r->k, (long long)r->total),
+                bad = 1;
+        FAIL_IF(bad, r->err);
+        cdp_exec_set_state(r->x, r->k, r->params, r->k > 0 ? r->prev_params : NULL, r->momentum);
+        if (r->root && !o->quiet)
+            printf("resumed from %s at step %lld\n", o->resume, (long long)r->k);
+    }
+    return 0;
+}
+
+/* Runs steps k..k_end-1 in segments; returns the signal that stopped them
+ * (0: none), with the epoch's training statistics and time. */
+static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
+                       int64_t *ep_steps)
+{
+    while (r->k < k_end) {
+        int64_t k1 = r->k + chunk < k_end ? r->k + chunk : k_end;
+        const int K = (int)(k1 - r->k);
+        if (K != r->sched_K) {
+            if (r->sched_K) cdp_schedule_free(&r->sched);
+            r->sc.K = K;
+            if (cdp_schedule_build(&r->sc, comm.rank, &r->sched, r->err, sizeof r->err)) {
+                fprintf(stderr, "cdp_run: error: %s\n", r->err);
+                MPI_Abort(comm.comm, 1);
+            }
+            r->sched_K = K;
+        }
+        double t0 = wall();
+        cdp_exec_run(r->x, &r->sched, r->k);
+        double dt = wall() - t0, dtmax;
+        MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm.comm);
+        cdp_figures_add_segment(&r->fig, &comm, r->x, K, dtmax);
+        *ep_time += dtmax;
+        *ep_steps += K;
+        r->k = k1;
+        double st[3];
+        int64_t ns;
+        cdp_exec_take_train_stats(r->x, &st[0], &st[1], &ns);
+        st[2] = (double)ns;
+        for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
+        int stop = agreed_signal();
+        if (stop)
+            return stop;
+    }
+    return 0;
+}
+
+/* The epochs: training, the epoch line, evaluation, checkpoints.  Returns
+ * 128 + the signal when a signal stopped the run. */
+static int phase_train(run *r)
+{
+    const cdp_options *o = &r->o;
+    int eval_failed = 0, bad;
+    /* with checkpoints, segments are short so that SIGTERM is answered soon */
+    const int64_t chunk = o->checkpoint[0] ? 64 : r->spe;
+    for (int e = (int)(r->k / r->spe); e < r->nepochs && r->k < r->total; e++) {
+        int64_t k_end = (int64_t)(e + 1) * r->spe;
+        if (k_end > r->total) k_end = r->total;
+        double ep_time = 0, ep_stats[3] = { 0, 0, 0 };
+        int64_t ep_steps = 0;
+        const int stop = train_epoch(r, k_end, chunk, ep_stats, &ep_time, &ep_steps);
+        const int64_t k = r->k;
+        double sum[3];
+        MPI_Reduce(ep_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
+        int last = k == r->total || stop;
+        /* --eval-every 0: never, not even at the end (a ResNet's test set costs
+         * minutes); none on the way out after a signal: mpirun kills its ranks soon */
+        int eval = !stop && o->eval_every && ((e + 1) % o->eval_every == 0 || last);
+        if (eval)
+            cdp_exec_gather_params(r->x, k, r->params, 0);
+        if (r->root) {
+            cdp_epoch_line line = { e + 1, k, cdp_sgd_lr(&r->xc.sgd, k - 1), sum[0] / sum[2],
+                                    sum[1] / sum[2], -1, -1,
+                                    (double)ep_steps * r->N * o->batch / ep_time, ep_time };
+            r->samples_s = (double)r->fig.steps * r->N * o->batch / r->fig.train_time_s;
+            if (eval) {
+                if (evaluate(r->be, &r->model, r->params, &r->data.test, &line.test_loss,
+                             &line.test_accuracy))
+                    eval_failed = 1;
+                r->test_loss = line.test_loss;
+                r->test_acc = line.test_accuracy;
+            }
+            if (!o->quiet) cdp_report_epoch_text(stdout, &line, r->nepochs);
+            if (r->metrics) cdp_report_epoch_json(r->metrics, &line);
+        }
+        FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
+        if (o->checkpoint[0] && (last || (o->checkpoint_every && (e + 1) % o->checkpoint_every == 0))) {
+            bad = 0;
+            if (r->root) {
+                cdp_exec_get_params(r->x, k, r->params);
+                cdp_exec_get_params(r->x, k > 0 ? k - 1 : 0, r->prev_params);
+                cdp_exec_get_momentum(r->x, r->momentum);
+                bad = cdp_checkpoint_write(o->checkpoint, &r->model, k, r->numerics_hash,
+                                           r->params, r->prev_params, r->momentum, r->err,
+                                           sizeof r->err);
+                if (!bad && !o->quiet)
+                    printf("checkpoint %s written at step %lld\n", o->checkpoint, (long long)k);
+            }
+            FAIL_IF(bad, r->err);
+        }
+        if (stop) {
+            if (r->root) {
+                const char *name = stop == SIGINT ? "SIGINT" : "SIGTERM";
+                if (o->checkpoint[0])
+                    fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, checkpoint %s "
+                            "written\n", name, (long long)k, (long long)r->total, o->checkpoint);
+                else
+                    fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, no checkpoint "
+                            "written (no --checkpoint)\n", name, (long long)k,
+                            (long long)r->total);
+            }
+            return 128 + stop;
+        }
+    }
+    return 0;
+}
+
+/* --verify: the serial reference from the same start; 1 when it differs
+ * more than the rule allows (err says how). */
+static int verify(run *r)
+{
+    const cdp_options *o = &r->o;
+    const cdp_model *m = &r->model;
+    cdp_reference_config rc = { r->be, m, r->N, o->batch, o->rule, r->xc.sgd, &r->data.train,
+                                o->seed, o->shuffle, r->total };
+    if (cdp_reference_run(&rc, r->init_params, r->err, sizeof r->err))
+        return 1;
+    size_t nd;
+    double rel = cdp_max_rel_diff(r->final_params, r->init_params, m->nparams, &nd);
+    printf("verify: serial reference after %lld steps: max relative difference %.3g, "
+           "%zu of %zu values differ bitwise\n", (long long)r->total, rel, nd, m->nparams);
+    for (int t = 0; nd && t < m->ntensors; t++) {   /* where, for the user */
+        const cdp_tensor_info *ti = &m->tensors[t];
+        size_t q = 0;
+        while (q < ti->n && !memcmp(&r->final_params[ti->off + q], &r->init_params[ti->off + q],
+                                    sizeof(float)))
+            q++;
+        if (q < ti->n) {
+            printf("verify: first difference at %s[%zu]: %.9g vs %.9g\n", ti->name, q,
+                   (double)r->final_params[ti->off + q], (double)r->init_params[ti->off + q]);
+            break;
+        }
+    }
+    int exact = o->rule != CDP_RULE_DP || o->deterministic;
+    if ((exact && nd) || rel > 1e-5) {
+        snprintf(r->err, sizeof r->err, "--verify: the run differs from the serial reference "
+                 "(%s)", exact ? "bitwise equality expected" : "relative 1e-5 expected");
+        return 1;
+    }
+    return 0;
+}
+
+/* The final weights, the trace, the summary, --verify. */
+static int phase_results(run *r)
+{
+    const cdp_options *o = &r->o;
+    int bad = 0;
+    cdp_figures_finish(&r->fig, &comm, r->x);
+    cdp_exec_gather_params(r->x, r->total, r->final_params, 0);
+    if (r->root && o->save_weights[0]) {
+        char step[32];
+        snprintf(step, sizeof step, "%lld", (long long)r->total);
+        const char *meta[] = { "format", "pt", "producer", "cdp " PACKAGE_VERSION, "rule",
+                               cdp_rule_name(o->rule), "step", step, NULL };
+        bad = cdp_save_weights(o->save_weights, &r->model, r->final_params, r->total, meta,
+                               r->err, sizeof r->err);
+    }
+    FAIL_IF(bad, r->err);
+    if (o->trace[0]) {
+        bad = cdp_trace_write(&comm, r->x, o->trace, r->err, sizeof r->err);
+        FAIL_IF(bad, r->err);
+    }
+    if (r->root) {
+        cdp_report_summary(o->quiet ? NULL : stdout, r->metrics, &r->fig, cdp_rule_name(o->rule),
+                           cdp_framework_name(o->framework), r->P, r->N, r->L, o->batch,
+                           r->test_loss, r->test_acc, r->samples_s);
+        char acc_text[32] = "none";   /* not evaluated */
+        if (r->test_acc >= 0)
+            snprintf(acc_text, sizeof acc_text, "%.4f", r->test_acc);
+        if (o->quiet)
+            printf("test_accuracy %s step_time_s %.6f\n", acc_text,
+                   r->fig.steps ? r->fig.train_time_s / (double)r->fig.steps : 0.0);
+    }
+    FAIL_IF(o->verify && r->root && verify(r), r->err);
+    return 0;
+}
+
+static void release(run *r)
+{
+    if (r->metrics) fclose(r->metrics);
+    if (r->sched_K) cdp_schedule_free(&r->sched);
+    if (r->have_roles) cdp_schedule_free(&r->roles);
+    if (r->x) cdp_exec_destroy(r->x);
+    cdp_data_free(&r->data);
+    free(r->params); free(r->final_params); free(r->init_params);
+    free(r->prev_params); free(r->momentum);
+    if (r->have_model) cdp_model_free(&r->model);
+}
+
 int main(int argc, char **argv)
 {
     cdp_backend_cpu_preinit(argc, argv);
     MPI_Init(&argc, &argv);
     cdp_comm_init(&comm, MPI_COMM_WORLD);
-    const int root = comm.rank == 0;
-    char err[1024] = "";
-
-    cdp_options o;
-    cdp_options_defaults(&o);
-    int bad = cdp_options_parse(&o, argc, argv, err, sizeof err);
-    FAIL_IF(bad, err);
-    catch_stop_signals();   /* from now on SIGTERM/SIGINT mean: stop (and checkpoint) */
-    if (o.help || o.version) {
-        if (root) {
-            if (o.help) cdp_options_help(stdout);
-            else printf("cdp_run (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
-        }
-        MPI_Finalize();
-        return 0;
-    }
-    bad = cdp_options_check_outputs(&o, err, sizeof err);   /* before anything is written */
-    FAIL_IF(bad, err);
-    /* the same options on every rank, or nothing */
-    uint64_t h = cdp_options_hash(&o), hmin, hmax;
-    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, comm.comm);
-    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, comm.comm);
-    FAIL_IF(hmin != hmax, "the ranks were started with different options");
-
-    const int P = comm.size;
-    const int N = o.workers ? o.workers : (P > 4 ? P : 4);
-    /* the model as the data set will shape it (for --plan and the
-     * schedule); built again below on the data's own shape */
-    cdp_model model;
-    cdp_model_config mc = { o.model, o.stages, { 0, 0, 0 }, 0, N, (cdp_balance)o.balance };
-    if (strncmp(o.model, "mlp:", 4) != 0)   /* an mlp: names its own input */
-        mc.input = data_kind_shape(o.data);
-    if (o.plan && o.stages > 0) {
-        /* a plan may reason about more stages than the model has blocks:
-         * its figures are then in stage-activation units */
-        cdp_model_config one = mc;
-        one.stages = 0;
-        bad = cdp_model_build(&one, &model, err, sizeof err);
-        FAIL_IF(bad, err);
-        if (o.stages > model.nblocks) {
-            cdp_sched_config pc = { N, o.stages, P, o.rule, o.framework, o.deterministic, o.plan_steps };
-            if (root)
-                bad = cdp_plan_print(stdout, &pc, NULL, o.batch, err, sizeof err);
-            MPI_Bcast(&bad, 1, MPI_INT, 0, comm.comm);
-            FAIL_IF(bad && root, err);
-            FAIL_IF(bad, "--plan failed");
-            MPI_Finalize();
-            return 0;
-        }
-        cdp_model_free(&model);
-    }
-    bad = cdp_model_build(&mc, &model, err, sizeof err);
-    FAIL_IF(bad, err);
-    const int L = model.nstages;
-    cdp_sched_config sc = { N, L, P, o.rule, o.framework, o.deterministic, 1 };
-
-    if (o.plan) {
-        sc.K = o.plan_steps;
-        if (root)
-            bad = cdp_plan_print(stdout, &sc, &model, o.batch, err, sizeof err);
-        MPI_Bcast(&bad, 1, MPI_INT, 0, comm.comm);
-        FAIL_IF(bad && root, err);
-        FAIL_IF(bad, "--plan failed");
-        MPI_Finalize();
-        return 0;
-    }
-    /* configuration errors the schedule would find, before loading data; the
-     * one-step schedule also tells the executor which stages this rank holds */
-    cdp_schedule roles;
-    sc.K = 1;
-    bad = cdp_schedule_build(&sc, comm.rank, &roles, err, sizeof err);
-    FAIL_IF(bad, err);
-    snprintf(err, sizeof err, "--checkpoint and --resume support --framework replicated only in this version");
-    FAIL_IF((o.checkpoint[0] || o.resume[0]) && o.framework != CDP_FW_REPLICATED, err);
-
-    const int threads = o.threads ? o.threads : default_threads();
-    const cdp_backend *be = NULL;
-    if (!strcmp(o.backend, "cuda"))
-        be = cdp_backend_cuda(comm.local_rank, err, sizeof err);
-    else
-        be = cdp_backend_cpu(threads);
-    FAIL_IF(!be, err);
-
-    cdp_data data;
-    memset(&data, 0, sizeof data);
-    /* plain synthetic takes the model's input size when an mlp: names it */
-    bad = cdp_data_open(o.data, o.data_dir, o.seed, (int64_t)N * o.batch,
-                        strncmp(o.model, "mlp:", 4) ? 0 : cdp_model_in(&model), &data, err,
-                        sizeof err) ||
-          cdp_data_set_transforms(&data, &o.augment, o.norm_count, o.norm_mean, o.norm_std, err,
-                                  sizeof err);
-    FAIL_IF(bad, err);
-    /* the model on the data's shape and classes */
-    cdp_model_free(&model);
-    mc.input = (cdp_shape){ data.train.channels, data.train.height, data.train.width };
-    mc.classes = data.train.classes;
-    bad = cdp_model_build(&mc, &model, err, sizeof err);
-    FAIL_IF(bad, err);
-    FAIL_IF(model.nstages != L, "internal error: the data changed the stage count");
-    bad = cdp_model_check_backend(&model, be, err, sizeof err);
-    FAIL_IF(bad, err);
-    {
-        int64_t d[3] = { data.train.n, data.test.n, data.train.dim }, dmin[3], dmax[3];
-        MPI_Allreduce(d, dmin, 3, MPI_INT64_T, MPI_MIN, comm.comm);
-        MPI_Allreduce(d, dmax, 3, MPI_INT64_T, MPI_MAX, comm.comm);
-        FAIL_IF(memcmp(dmin, dmax, sizeof d), "the ranks loaded data sets of different sizes");
-    }
-    const int64_t spe = data.train.n / ((int64_t)N * o.batch);
-    snprintf(err, sizeof err, "one step takes %d workers x %d samples = %lld, more than the "
-             "%lld training samples", N, o.batch, (long long)N * o.batch, (long long)data.train.n);
-    FAIL_IF(spe < 1, err);
-    const int64_t total = o.steps ? o.steps : (int64_t)o.epochs * spe;
-    const int nepochs = (int)((total + spe - 1) / spe);
-
-    /* zeroed: the floats between stages belong to none and stay +0 */
-    float *params = calloc(model.nparams, sizeof(float));
-    float *final_params = calloc(model.nparams, sizeof(float));
-    float *init_params = calloc(model.nparams, sizeof(float));
-    if (!params || !final_params || !init_params) abort();
-    cdp_model_init(&model, o.seed, params);
-    if (o.init_weights[0]) {
-        bad = cdp_load_weights(o.init_weights, &model, params, err, sizeof err);
-        FAIL_IF(bad, err);
-    }
-    memcpy(init_params, params, model.nparams * sizeof(float));
-
-    cdp_exec_config xc = {
-        .model = &model, .be = be, .comm = &comm, .N = N, .B = o.batch,
-        .sgd = { o.lr, o.momentum, o.weight_decay, o.lr_decay_epochs, o.lr_gamma, spe },
-        .train = &data.train, .seed = o.seed, .shuffle = o.shuffle, .trace = o.trace[0] != 0,
-        .roles = &roles,
-    };
-    cdp_exec *x = cdp_exec_create(&xc, params, err, sizeof err);
-    FAIL_IF(!x, err);
-
-    FILE *metrics = NULL;
-    if (root && o.metrics[0]) {
-        metrics = fopen(o.metrics, "w");
-        if (!metrics) snprintf(err, sizeof err, "--metrics %.900s: %s", o.metrics, strerror(errno));
-    }
-    FAIL_IF(root && o.metrics[0] && !metrics, err);
-
-    if (root && !o.quiet) {
-        printf("cdp %s: rule %s, framework %s, %d rank%s x %d thread%s, N=%d workers x B=%d, "
-               "L=%d stages, %s\n", PACKAGE_VERSION, cdp_rule_name(o.rule),
-               cdp_framework_name(o.framework), P, P > 1 ? "s" : "", threads,
-               threads > 1 ? "s" : "", N, o.batch, L, o.model);
-        printf("data %s: %lld train, %lld test; %lld steps/epoch, %lld steps; backend %s\n",
-               data.name, (long long)data.train.n, (long long)data.test.n, (long long)spe,
-               (long long)total, be->describe());
-        fflush(stdout);
-    }
-
-    cdp_figures fig;
-    memset(&fig, 0, sizeof fig);
-    cdp_schedule sched;
-    memset(&sched, 0, sizeof sched);
-    int sched_K = 0;
-    double test_loss = -1, test_acc = -1, samples_s = 0;
-    int64_t k = 0;
-    int eval_failed = 0;
-
-    cdp_options numerics = o;
-    numerics.workers = N;
-    const uint64_t numerics_hash = cdp_options_numerics_hash(&numerics);
-    float *prev_params = calloc(model.nparams, sizeof(float));
-    float *momentum = calloc(model.nparams, sizeof(float));
-    if (!prev_params || !momentum) abort();
-    if (o.resume[0]) {
-        bad = cdp_checkpoint_read(o.resume, &model, numerics_hash, &k, params, prev_params,
-                                  momentum, err, sizeof err);
-        if (!bad && k > total)
-            snprintf(err, sizeof err, "%.900s: checkpoint at step %lld is past the end of this run "
-                     "(%lld steps)", o.resume, (long long)k, (long long)total), bad = 1;
-        FAIL_IF(bad, err);
-        cdp_exec_set_state(x, k, params, k > 0 ? prev_params : NULL, momentum);
-        if (root && !o.quiet)
-            printf("resumed from %s at step %lld\n", o.resume, (long long)k);
-    }
-    /* with checkpoints, segments are short so that SIGTERM is answered soon */
-    const int64_t chunk = o.checkpoint[0] ? 64 : spe;
-
-    for (int e = (int)(k / spe); e < nepochs && k < total; e++) {
-        int64_t k_end = (int64_t)(e + 1) * spe;
-        if (k_end > total) k_end = total;
-        double ep_time = 0, ep_stats[3] = { 0, 0, 0 };
-        int64_t ep_steps = 0;
-        int stop = 0;
-        while (k < k_end && !stop) {
-            int64_t k1 = k + chunk < k_end ? k + chunk : k_end;
-            const int K = (int)(k1 - k);
-            if (K != sched_K) {
-                if (sched_K) cdp_schedule_free(&sched);
-                sc.K = K;
-                if (cdp_schedule_build(&sc, comm.rank, &sched, err, sizeof err)) {
-                    fprintf(stderr, "cdp_run: error: %s\n", err);
-                    MPI_Abort(comm.comm, 1);
-                }
-                sched_K = K;
-            }
-            double t0 = wall();
-            cdp_exec_run(x, &sched, k);
-            double dt = wall() - t0, dtmax;
-            MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm.comm);
-            cdp_figures_add_segment(&fig, &comm, x, K, dtmax);
-            ep_time += dtmax;
-            ep_steps += K;
-            k = k1;
-            double st[3];
-            int64_t ns;
-            cdp_exec_take_train_stats(x, &st[0], &st[1], &ns);
-            st[2] = (double)ns;
-            for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
-            stop = agreed_signal();
-        }
-        double sum[3];
-        MPI_Reduce(ep_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
-        int last = k == total || stop;
-        /* --eval-every 0: never, not even at the end (a ResNet's test set costs
-         * minutes); none on the way out after a signal: mpirun kills its ranks soon */
-        int eval = !stop && o.eval_every && ((e + 1) % o.eval_every == 0 || last);
-        if (eval)
-            cdp_exec_gather_params(x, k, params, 0);
-        if (root) {
-            cdp_epoch_line line = { e + 1, k, cdp_sgd_lr(&xc.sgd, k - 1), sum[0] / sum[2],
-                                    sum[1] / sum[2], -1, -1,
-                                    (double)ep_steps * N * o.batch / ep_time, ep_time };
-            samples_s = (double)fig.steps * N * o.batch / fig.train_time_s;
-            if (eval) {
-                if (evaluate(be, &model, params, &data.test, &line.test_loss, &line.test_accuracy))
-                    eval_failed = 1;
-                test_loss = line.test_loss;
-                test_acc = line.test_accuracy;
-            }
-            if (!o.quiet) cdp_report_epoch_text(stdout, &line, nepochs);
-            if (metrics) cdp_report_epoch_json(metrics, &line);
-        }
-        FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
-        if (o.checkpoint[0] && (last || (o.checkpoint_every && (e + 1) % o.checkpoint_every == 0))) {
-            bad = 0;
-            if (root) {
-                cdp_exec_get_params(x, k, params);
-                cdp_exec_get_params(x, k > 0 ? k - 1 : 0, prev_params);
-                cdp_exec_get_momentum(x, momentum);
-                bad = cdp_checkpoint_write(o.checkpoint, &model, k, numerics_hash, params,
-                                           prev_params, momentum, err, sizeof err);
-                if (!bad && !o.quiet)
-                    printf("checkpoint %s written at step %lld\n", o.checkpoint, (long long)k);
-            }
-            FAIL_IF(bad, err);
-        }
-        if (stop) {
-            if (root) {
-                if (o.checkpoint[0])
-                    fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, checkpoint %s "
-                            "written\n", stop == SIGINT ? "SIGINT" : "SIGTERM", (long long)k,
-                            (long long)total, o.checkpoint);
-                else
-                    fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, no checkpoint "
-                            "written (no --checkpoint)\n", stop == SIGINT ? "SIGINT" : "SIGTERM",
-                            (long long)k, (long long)total);
-            }
-            if (metrics) fclose(metrics);
-            cdp_exec_destroy(x);
-            MPI_Finalize();
-            return 128 + stop;
-        }
-    }
-    cdp_figures_finish(&fig, &comm, x);
-    cdp_exec_gather_params(x, total, final_params, 0);
-    free(prev_params);
-    free(momentum);
-
-    bad = 0;
-    if (root && o.save_weights[0]) {
-        char step[32];
-        snprintf(step, sizeof step, "%lld", (long long)total);
-        const char *meta[] = { "format", "pt", "producer", "cdp " PACKAGE_VERSION, "rule",
-                               cdp_rule_name(o.rule), "step", step, NULL };
-        bad = cdp_save_weights(o.save_weights, &model, final_params, total, meta, err, sizeof err);
-    }
-    FAIL_IF(bad, err);
-    if (o.trace[0]) {
-        bad = cdp_trace_write(&comm, x, o.trace, err, sizeof err);
-        FAIL_IF(bad, err);
-    }
-    if (root) {
-        cdp_report_summary(o.quiet ? NULL : stdout, metrics, &fig, cdp_rule_name(o.rule),
-                           cdp_framework_name(o.framework), P, N, L, o.batch, test_loss, test_acc,
-                           samples_s);
-        char acc_text[32] = "none";   /* not evaluated */
-        if (test_acc >= 0)
-            snprintf(acc_text, sizeof acc_text, "%.4f", test_acc);
-        if (o.quiet)
-            printf("test_accuracy %s step_time_s %.6f\n", acc_text,
-                   fig.steps ? fig.train_time_s / (double)fig.steps : 0.0);
-    }
-    int verify_failed = 0;
-    if (o.verify && root) {
-        cdp_reference_config rc = { be, &model, N, o.batch, o.rule, xc.sgd, &data.train,
-                                    o.seed, o.shuffle, total };
-        if (cdp_reference_run(&rc, init_params, err, sizeof err)) {
-            verify_failed = 1;
-        } else {
-            size_t nd;
-            double rel = cdp_max_rel_diff(final_params, init_params, model.nparams, &nd);
-            printf("verify: serial reference after %lld steps: max relative difference %.3g, "
-                   "%zu of %zu values differ bitwise\n", (long long)total, rel, nd, model.nparams);
-            for (int t = 0; nd && t < model.ntensors; t++) {   /* where, for the user */
-                const cdp_tensor_info *ti = &model.tensors[t];
-                size_t q = 0;
-                while (q < ti->n && !memcmp(&final_params[ti->off + q], &init_params[ti->off + q],
-                                            sizeof(float)))
-                    q++;
-                if (q < ti->n) {
-                    printf("verify: first difference at %s[%zu]: %.9g vs %.9g\n", ti->name, q,
-                           (double)final_params[ti->off + q], (double)init_params[ti->off + q]);
-                    break;
-                }
-            }
-            int exact = o.rule != CDP_RULE_DP || o.deterministic;
-            if ((exact && nd) || rel > 1e-5) {
-                snprintf(err, sizeof err, "--verify: the run differs from the serial reference "
-                         "(%s)", exact ? "bitwise equality expected" : "relative 1e-5 expected");
-                verify_failed = 1;
-            }
-        }
-    }
-    FAIL_IF(verify_failed, err);
-    if (metrics) fclose(metrics);
-    if (sched_K) cdp_schedule_free(&sched);
-    cdp_schedule_free(&roles);
-    cdp_exec_destroy(x);
-    cdp_data_free(&data);
-    free(params); free(final_params); free(init_params);
-    cdp_model_free(&model);
+    static run r;   /* zeroed */
+    r.root = comm.rank == 0;
+    r.test_loss = r.test_acc = -1;
+    int rc = phase_options(&r, argc, argv);
+    if (!rc) rc = phase_model_and_plan(&r);
+    if (!rc) rc = phase_prepare(&r);
+    if (!rc) rc = phase_train(&r);
+    if (!rc) rc = phase_results(&r);
+    release(&r);
     MPI_Finalize();
-    return 0;
+    return rc == RUN_DONE ? 0 : rc;
 }

@@ -276,6 +276,15 @@ enum {
     O_BALANCE, O_HELP, O_VERSION
 };
 
+/* The entry of the long option whose value is c (NULL: none). */
+static const struct option *option_of(const struct option *lo, int c)
+{
+    for (; lo->name; lo++)
+        if (lo->val == c)
+            return lo;
+    return NULL;
+}
+
 int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t errlen)
 {
     static const struct option longopts[] = {
@@ -328,11 +337,12 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         /* the leading ':' makes a missing value ':' (not '?') */
         int c = getopt_long(argc, argv, ":h", longopts, &idx);
         if (c == -1) break;
-        const char *name = (c >= O_MODEL && c <= O_VERSION) ? longopts[c - O_MODEL].name : "";
+        const struct option *lo = option_of(longopts, c);
+        const char *name = lo ? lo->name : "";
         char opt[64];
         snprintf(opt, sizeof opt, "--%s", name);
         /* "--epochs --lr 0.1": the value of --epochs would be "--lr" */
-        if (c >= O_MODEL && c <= O_VERSION && longopts[c - O_MODEL].has_arg == required_argument &&
+        if (lo && lo->has_arg == required_argument &&
             optarg && strncmp(optarg, "--", 2) == 0) {
             size_t nl = strcspn(optarg + 2, "=");
             for (int q = 0; longopts[q].name; q++)
@@ -415,17 +425,17 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case 'h': case O_HELP: o->help = 1; break;
         case O_VERSION: o->version = 1; break;
         case ':':   /* a required value is missing (the option ended the line) */
-            if (optopt >= O_MODEL && optopt <= O_VERSION)
+            if (option_of(longopts, optopt))
                 snprintf(err, errlen, "--%s: the value is missing (see --help)",
-                         longopts[optopt - O_MODEL].name);
+                         option_of(longopts, optopt)->name);
             else
                 snprintf(err, errlen, "%s: the value is missing (see --help)",
                          optind - 1 < argc ? argv[optind - 1] : "?");
             return -1;
         default:
-            if (optopt >= O_MODEL && optopt <= O_VERSION)   /* --quiet=1 */
+            if (option_of(longopts, optopt))   /* --quiet=1 */
                 snprintf(err, errlen, "--%s takes no value (see --help)",
-                         longopts[optopt - O_MODEL].name);
+                         option_of(longopts, optopt)->name);
             else if (optopt > 32 && optopt < 127)
                 snprintf(err, errlen, "unknown option '-%c' (see --help)", optopt);
             else
