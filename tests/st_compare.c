@@ -1,4 +1,5 @@
-/* st_compare MODEL A B TOL: compares two weight files of MODEL.
+/* st_compare MODEL A B TOL [CxHxW]: compares two weight files of MODEL
+ * (input shape CxHxW, default 1x28x28 for the ResNets).
  * Prints the relative difference max|a-b|/max|b| and the number of values
  * whose bits differ; exits 1 when the files differ by more than TOL
  * (TOL = 0: they must be bitwise identical), 2 on a bad file. */
@@ -10,13 +11,18 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: st_compare MODEL A.safetensors B.safetensors TOL\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: st_compare MODEL A.safetensors B.safetensors TOL [CxHxW]\n");
         return 2;
     }
     cdp_model m;
     char err[512];
-    if (cdp_model_parse(argv[1], 0, &m, err, sizeof err)) {
+    cdp_model_config mc = { argv[1], 0, { 0, 0, 0 }, 0, 1, CDP_BALANCE_FLOPS };
+    if (argc == 6 && sscanf(argv[5], "%dx%dx%d", &mc.input.c, &mc.input.h, &mc.input.w) != 3) {
+        fprintf(stderr, "st_compare: bad shape '%s'\n", argv[5]);
+        return 2;
+    }
+    if (cdp_model_build(&mc, &m, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }

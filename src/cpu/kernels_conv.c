@@ -185,16 +185,27 @@ static void col2im(const cdp_conv_shape *s, const float *dcol, int b0, int g, fl
                 for (int kw = 0; kw < s->KW; kw++) {
                     const float *r = dcol + (size_t)((ci * s->KH + kh) * s->KW + kw) * ld
                                      + (size_t)gi * P;
+                    /* the ow whose iw = ow*st - pad + kw falls inside [0, W): a
+                     * range, so the inner loop has no test and vectorizes */
+                    int lo = 0, hi = OW;
+                    while (lo < OW && lo * st - pad + kw < 0)
+                        lo++;
+                    while (hi > lo && (hi - 1) * st - pad + kw >= W)
+                        hi--;
                     for (int oh = 0; oh < OH; oh++) {
                         int ih = oh * st - pad + kh;
                         if (ih < 0 || ih >= H)
                             continue;
-                        float *d = dp + (size_t)ih * (size_t)W;
                         const float *rr = r + (size_t)oh * (size_t)OW;
-                        for (int ow = 0; ow < OW; ow++) {
-                            int iw = ow * st - pad + kw;
-                            if (iw >= 0 && iw < W)
-                                d[iw] = d[iw] + rr[ow];
+                        if (hi <= lo)
+                            continue;
+                        float *d = dp + (size_t)ih * (size_t)W + (size_t)(lo * st - pad + kw);
+                        if (st == 1) {
+                            for (int q = 0; q < hi - lo; q++)
+                                d[q] = d[q] + rr[lo + q];
+                        } else {
+                            for (int q = 0; q < hi - lo; q++)
+                                d[(size_t)q * st] = d[(size_t)q * st] + rr[lo + q];
                         }
                     }
                 }
