@@ -7,7 +7,13 @@
  * CPU backend (relative to the largest reference value: 1e-4 for the SGEMM
  * based Linear layers, 1e-5 for softmax cross-entropy, exact or 1e-6 for the
  * element-wise kernels), the loss statistics agree, and every GPU kernel is
- * deterministic (the same call twice gives the same bits). */
+ * deterministic (the same call twice gives the same bits).  The image
+ * kernels likewise: conv2d, BatchNorm (training, evaluation, backward,
+ * running statistics) within 1e-5 of the largest CPU value, conv2d's and
+ * bn_bwd's accumulate mode the bits of a separate result added with add();
+ * pooling (values, argmax offsets, gradients), add3 and f64_pack/unpack
+ * bit for bit.  The image kernels and these cases have never run on a GPU
+ * (no session had one). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -596,6 +602,461 @@ START_TEST(test_training_steps)
 }
 END_TEST
 
+/* ------------------------------------------------------------ image kernels */
+
+/* A host array on a backend: put() of a copy, handed back by fetch(). */
+static float *fetch(const cdp_backend *be, const void *d, size_t n)
+{
+    return get(be, d, n * sizeof(float));
+}
+
+/* Inputs quantised to multiples of 1/4 in [-2, 2): pooling windows with ties */
+static float *rand_ties(size_t n)
+{
+    float *v = rand_floats(n, -2.0f, 2.0f);
+    for (size_t i = 0; i < n; i++)
+        v[i] = floorf(v[i] * 4.0f) / 4.0f;
+    return v;
+}
+
+static const int cshapes[][8] = { /* B, Cin, H, W, Cout, k, stride, pad */
+    {1, 1, 1, 1, 1, 1, 1, 0},    {2, 3, 8, 8, 4, 3, 1, 1},     {3, 5, 9, 7, 6, 3, 2, 1},
+    {4, 16, 8, 8, 8, 1, 1, 0},   {2, 8, 7, 7, 4, 1, 2, 0},     {5, 3, 32, 32, 16, 7, 2, 3},
+    {1, 2, 5, 5, 3, 5, 1, 2},    {2, 4, 6, 10, 5, 3, 3, 0},
+    /* several chunks of samples (the workspace cap): 3x3 and 1x1 */
+    {20, 64, 64, 64, 64, 3, 1, 1}, {40, 128, 64, 64, 128, 1, 1, 0},
+};
+#define NCSHAPES ((int)(sizeof cshapes / sizeof cshapes[0]))
+
+static cdp_conv_shape conv_shape_of(int i)
+{
+    const int *c = cshapes[i];
+    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0};
+    s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+    s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+    return s;
+}
+
+/* A workspace of ws_floats(s) floats filled with garbage (not zeros: a
+ * kernel must not depend on what it finds there). */
+static float *conv_ws(const cdp_backend *be, const cdp_conv_shape *s)
+{
+    size_t n = be->conv2d_ws_floats(s);
+    float *h = rand_floats(n + 16, -1e3f, 1e3f);
+    float *d = put(be, h, (n + 16) * sizeof(float));
+    free(h);
+    return d;
+}
+
+START_TEST(test_conv2d)
+{
+    const cdp_conv_shape s = conv_shape_of(_i);
+    const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
+    const size_t nw = (size_t)s.Cout * s.Cin * s.KH * s.KW, nb = (size_t)s.Cout;
+    float *x = rand_floats(nx, -1.0f, 1.0f), *w = rand_floats(nw, -0.5f, 0.5f);
+    float *b = rand_floats(nb, -0.5f, 0.5f), *dy = rand_floats(ny, -1.0f, 1.0f);
+    float *acc = rand_floats(nw + nb, -0.5f, 0.5f);
+    char what[128];
+    ck_assert(gpu->conv2d_fwd && gpu->conv2d_bwd && gpu->conv2d_ws_floats);
+
+    float *gx = put(gpu, x, nx * 4), *gw = put(gpu, w, nw * 4), *gb = put(gpu, b, nb * 4);
+    float *gdy = put(gpu, dy, ny * 4), *gy = put(gpu, NULL, ny * 4), *gy2 = put(gpu, NULL, ny * 4);
+    float *gdx = put(gpu, NULL, nx * 4), *gdx2 = put(gpu, NULL, nx * 4);
+    float *gg = put(gpu, NULL, (nw + nb) * 4), *gg2 = put(gpu, NULL, (nw + nb) * 4);
+    float *gacc = put(gpu, acc, (nw + nb) * 4), *gws = conv_ws(gpu, &s);
+    float *cx = put(cpu, x, nx * 4), *cw = put(cpu, w, nw * 4), *cb = put(cpu, b, nb * 4);
+    float *cdy = put(cpu, dy, ny * 4), *cy = put(cpu, NULL, ny * 4), *cdx = put(cpu, NULL, nx * 4);
+    float *cg = put(cpu, NULL, (nw + nb) * 4), *cacc = put(cpu, acc, (nw + nb) * 4);
+    float *cws = conv_ws(cpu, &s);
+
+    for (int bias = 0; bias < 2; bias++) {
+        snprintf(what, sizeof what, "conv2d_fwd%s B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d",
+                 bias ? " (bias)" : "", s.B, s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+        gpu->conv2d_fwd(&s, gx, gw, bias ? gb : NULL, gy, gws);
+        gpu->conv2d_fwd(&s, gx, gw, bias ? gb : NULL, gy2, gws);
+        cpu->conv2d_fwd(&s, cx, cw, bias ? cb : NULL, cy, cws);
+        float *hy = fetch(gpu, gy, ny), *hy2 = fetch(gpu, gy2, ny), *ry = fetch(cpu, cy, ny);
+        expect_close(what, hy, ry, ny, 1e-5);
+        expect_same_bits(what, hy, hy2, ny * 4);
+        free(hy); free(hy2); free(ry);
+    }
+
+    /* backward, overwriting: dw then db in one buffer, as the layer has them */
+    gpu->conv2d_bwd(&s, gx, gw, gdy, gdx, gg, gg + nw, 0, gws);
+    gpu->conv2d_bwd(&s, gx, gw, gdy, gdx2, gg2, gg2 + nw, 0, gws);
+    cpu->conv2d_bwd(&s, cx, cw, cdy, cdx, cg, cg + nw, 0, cws);
+    float *hdx = fetch(gpu, gdx, nx), *hdx2 = fetch(gpu, gdx2, nx), *rdx = fetch(cpu, cdx, nx);
+    float *hg = fetch(gpu, gg, nw + nb), *hg2 = fetch(gpu, gg2, nw + nb);
+    float *rg = fetch(cpu, cg, nw + nb);
+    snprintf(what, sizeof what, "conv2d_bwd dx B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d", s.B,
+             s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+    expect_close(what, hdx, rdx, nx, 1e-5);
+    expect_same_bits(what, hdx, hdx2, nx * 4);
+    snprintf(what, sizeof what, "conv2d_bwd dw B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d", s.B,
+             s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+    expect_close(what, hg, rg, nw, 1e-5);
+    expect_same_bits(what, hg, hg2, nw * 4);
+    snprintf(what, sizeof what, "conv2d_bwd db B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d", s.B,
+             s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+    expect_close(what, hg + nw, rg + nw, nb, 1e-5);
+    expect_same_bits(what, hg + nw, hg2 + nw, nb * 4);
+
+    /* dx NULL: the same dw, db */
+    gpu->conv2d_bwd(&s, gx, gw, gdy, NULL, gg2, gg2 + nw, 0, gws);
+    free(hg2);
+    hg2 = fetch(gpu, gg2, nw + nb);
+    snprintf(what, sizeof what, "conv2d_bwd (dx NULL) B=%d Cin=%d Cout=%d k=%d", s.B, s.Cin,
+             s.Cout, s.KH);
+    expect_same_bits(what, hg, hg2, (nw + nb) * 4);
+
+    /* accumulate: close to the CPU's, and the bits of the separate result
+     * added with add() (the contract) */
+    gpu->conv2d_bwd(&s, gx, gw, gdy, gdx2, gacc, gacc + nw, 1, gws);
+    cpu->conv2d_bwd(&s, cx, cw, cdy, cdx, cacc, cacc + nw, 1, cws);
+    float *hacc = fetch(gpu, gacc, nw + nb), *racc = fetch(cpu, cacc, nw + nb);
+    snprintf(what, sizeof what, "conv2d_bwd accumulate B=%d Cin=%d Cout=%d k=%d", s.B, s.Cin,
+             s.Cout, s.KH);
+    expect_close(what, hacc, racc, nw + nb, 1e-5);
+    float *gsep = put(gpu, acc, (nw + nb) * 4);
+    gpu->add(nw + nb, gsep, gg);
+    float *hsep = fetch(gpu, gsep, nw + nb);
+    ck_assert_msg(memcmp(hacc, hsep, (nw + nb) * 4) == 0,
+                  "%s: not the bits of the separate gradient added with add()", what);
+
+    free(hdx); free(hdx2); free(rdx); free(hg); free(hg2); free(rg); free(hacc); free(racc);
+    free(hsep);
+    void *gall[] = {gx, gw, gb, gdy, gy, gy2, gdx, gdx2, gg, gg2, gacc, gws, gsep};
+    for (size_t i = 0; i < sizeof gall / sizeof gall[0]; i++)
+        gpu->free(gall[i]);
+    void *call[] = {cx, cw, cb, cdy, cy, cdx, cg, cacc, cws};
+    for (size_t i = 0; i < sizeof call / sizeof call[0]; i++)
+        cpu->free(call[i]);
+    free(x); free(w); free(b); free(dy); free(acc);
+}
+END_TEST
+
+/* max |a - b| <= rtol * max |b| over doubles */
+static void expect_close_d(const char *what, const double *a, const double *b, size_t n,
+                           double rtol)
+{
+    double scale = 1e-300, worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(b[i]));
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (!(d <= worst)) {
+            worst = d;
+            at = i;
+        }
+    }
+    ck_assert_msg(worst <= rtol * scale, "%s: gpu and cpu differ by %.3g at [%zu] (gpu %.17g, "
+                  "cpu %.17g), scale %.3g", what, worst, at, a[at], b[at], scale);
+}
+
+static const int bshapes[][3] = { /* B, C, HW */
+    {1, 1, 1}, {2, 3, 5}, {8, 16, 49}, {32, 64, 64}, {4, 7, 1000}, {16, 256, 16}, {3, 2, 4099},
+};
+#define NBSHAPES ((int)(sizeof bshapes / sizeof bshapes[0]))
+
+START_TEST(test_batchnorm)
+{
+    const int B = bshapes[_i][0], C = bshapes[_i][1], HW = bshapes[_i][2];
+    const size_t n = (size_t)B * C * HW;
+    const float eps = 1e-5f;
+    float *x = rand_floats(n, -1.5f, 2.5f), *dy = rand_floats(n, -1.0f, 1.0f);
+    float *ga = rand_floats((size_t)C, 0.5f, 1.5f), *be = rand_floats((size_t)C, -0.5f, 0.5f);
+    float *rm = rand_floats((size_t)C, -0.5f, 0.5f), *rv = rand_floats((size_t)C, 0.2f, 2.0f);
+    float *acc = rand_floats(2 * (size_t)C, -0.5f, 0.5f);
+    char what[96];
+    ck_assert(gpu->bn_fwd_train && gpu->bn_fwd_eval && gpu->bn_bwd);
+
+    float *gx = put(gpu, x, n * 4), *gdy = put(gpu, dy, n * 4), *gga = put(gpu, ga, C * 4);
+    float *gbe = put(gpu, be, C * 4), *grm = put(gpu, rm, C * 4), *grv = put(gpu, rv, C * 4);
+    float *gy = put(gpu, NULL, n * 4), *gy2 = put(gpu, NULL, n * 4);
+    float *gsave = put(gpu, NULL, 2 * C * 4), *gsave2 = put(gpu, NULL, 2 * C * 4);
+    double *gst = put(gpu, NULL, 2 * C * 8), *gst2 = put(gpu, NULL, 2 * C * 8);
+    float *gdx = put(gpu, NULL, n * 4), *gdx2 = put(gpu, NULL, n * 4);
+    float *gdg = put(gpu, NULL, 2 * C * 4), *gdg2 = put(gpu, NULL, 2 * C * 4);
+    float *gacc = put(gpu, acc, 2 * C * 4);
+    float *cx = put(cpu, x, n * 4), *cdy = put(cpu, dy, n * 4), *cga = put(cpu, ga, C * 4);
+    float *cbe = put(cpu, be, C * 4), *crm = put(cpu, rm, C * 4), *crv = put(cpu, rv, C * 4);
+    float *cy = put(cpu, NULL, n * 4), *csave = put(cpu, NULL, 2 * C * 4);
+    double *cst = put(cpu, NULL, 2 * C * 8);
+    float *cdx = put(cpu, NULL, n * 4), *cdg = put(cpu, NULL, 2 * C * 4);
+    float *cacc = put(cpu, acc, 2 * C * 4);
+
+    gpu->bn_fwd_train(B, C, HW, gx, gga, gbe, eps, gy, gsave, gst);
+    gpu->bn_fwd_train(B, C, HW, gx, gga, gbe, eps, gy2, gsave2, gst2);
+    cpu->bn_fwd_train(B, C, HW, cx, cga, cbe, eps, cy, csave, cst);
+    float *hy = fetch(gpu, gy, n), *hy2 = fetch(gpu, gy2, n), *ry = fetch(cpu, cy, n);
+    float *hs = fetch(gpu, gsave, 2 * C), *hs2 = fetch(gpu, gsave2, 2 * C);
+    float *rs = fetch(cpu, csave, 2 * C);
+    double *hst = get(gpu, gst, 2 * C * 8), *hst2 = get(gpu, gst2, 2 * C * 8);
+    double *rst = get(cpu, cst, 2 * C * 8);
+    snprintf(what, sizeof what, "bn_fwd_train y B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hy, ry, n, 1e-5);
+    expect_same_bits(what, hy, hy2, n * 4);
+    snprintf(what, sizeof what, "bn_fwd_train save B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hs, rs, C, 1e-5);             /* the means */
+    expect_close(what, hs + C, rs + C, C, 1e-5);     /* the invstds */
+    expect_same_bits(what, hs, hs2, 2 * C * 4);
+    snprintf(what, sizeof what, "bn_fwd_train stats B=%d C=%d HW=%d", B, C, HW);
+    expect_close_d(what, hst, rst, C, 1e-12);        /* double sums in another order */
+    expect_close_d(what, hst + C, rst + C, C, 1e-12);
+    expect_same_bits(what, hst, hst2, 2 * C * 8);
+
+    gpu->bn_fwd_eval(B, C, HW, gx, gga, gbe, grm, grv, eps, gy);
+    cpu->bn_fwd_eval(B, C, HW, cx, cga, cbe, crm, crv, eps, cy);
+    free(hy); free(ry);
+    hy = fetch(gpu, gy, n);
+    ry = fetch(cpu, cy, n);
+    snprintf(what, sizeof what, "bn_fwd_eval B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hy, ry, n, 1e-5);
+
+    /* backward on the CPU's saved statistics, on both (the same input) */
+    gpu->to_device(gsave, rs, 2 * C * 4);
+    gpu->bn_bwd(B, C, HW, gx, gga, gsave, gdy, gdx, gdg, gdg + C, 0);
+    gpu->bn_bwd(B, C, HW, gx, gga, gsave, gdy, gdx2, gdg2, gdg2 + C, 0);
+    cpu->bn_bwd(B, C, HW, cx, cga, csave, cdy, cdx, cdg, cdg + C, 0);
+    float *hdx = fetch(gpu, gdx, n), *hdx2 = fetch(gpu, gdx2, n), *rdx = fetch(cpu, cdx, n);
+    float *hdg = fetch(gpu, gdg, 2 * C), *hdg2 = fetch(gpu, gdg2, 2 * C);
+    float *rdg = fetch(cpu, cdg, 2 * C);
+    snprintf(what, sizeof what, "bn_bwd dx B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hdx, rdx, n, 1e-5);
+    expect_same_bits(what, hdx, hdx2, n * 4);
+    snprintf(what, sizeof what, "bn_bwd dgamma B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hdg, rdg, C, 1e-5);
+    expect_same_bits(what, hdg, hdg2, 2 * C * 4);
+    snprintf(what, sizeof what, "bn_bwd dbeta B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hdg + C, rdg + C, C, 1e-5);
+
+    /* dx over dy, and accumulate onto dgamma, dbeta */
+    gpu->bn_bwd(B, C, HW, gx, gga, gsave, gdy, gdy, gacc, gacc + C, 1);
+    cpu->bn_bwd(B, C, HW, cx, cga, csave, cdy, cdy, cacc, cacc + C, 1);
+    float *hin = fetch(gpu, gdy, n), *hacc = fetch(gpu, gacc, 2 * C);
+    float *racc = fetch(cpu, cacc, 2 * C);
+    snprintf(what, sizeof what, "bn_bwd dx over dy B=%d C=%d HW=%d", B, C, HW);
+    ck_assert_msg(memcmp(hin, hdx, n * 4) == 0, "%s: differs from dx in its own buffer", what);
+    snprintf(what, sizeof what, "bn_bwd accumulate B=%d C=%d HW=%d", B, C, HW);
+    expect_close(what, hacc, racc, 2 * C, 1e-5);
+    for (int c = 0; c < 2 * C; c++)
+        ck_assert_msg(hacc[c] == acc[c] + hdg[c], "%s: [%d] is not acc + the gradient", what, c);
+
+    free(hy); free(hy2); free(ry); free(hs); free(hs2); free(rs); free(hst); free(hst2);
+    free(rst); free(hdx); free(hdx2); free(rdx); free(hdg); free(hdg2); free(rdg); free(hin);
+    free(hacc); free(racc);
+    void *gall[] = {gx, gdy, gga, gbe, grm, grv, gy, gy2, gsave, gsave2, gst, gst2, gdx, gdx2,
+                    gdg, gdg2, gacc};
+    for (size_t i = 0; i < sizeof gall / sizeof gall[0]; i++)
+        gpu->free(gall[i]);
+    void *call[] = {cx, cdy, cga, cbe, crm, crv, cy, csave, cst, cdx, cdg, cacc};
+    for (size_t i = 0; i < sizeof call / sizeof call[0]; i++)
+        cpu->free(call[i]);
+    free(x); free(dy); free(ga); free(be); free(rm); free(rv); free(acc);
+}
+END_TEST
+
+/* The step's running statistics from N workers' (mean, M2) slots */
+START_TEST(test_bn_running)
+{
+    enum { C = 37, N = 3 };
+    const size_t stride = 2 * C + 5;
+    const double n = 98.0;
+    double *st = malloc(N * stride * sizeof *st);
+    ck_assert_ptr_nonnull(st);
+    for (size_t i = 0; i < N * stride; i++) {
+        double u = (double)(next_u64() >> 11) / 9007199254740992.0;
+        st[i] = (i % stride) < C ? u * 4.0 - 2.0 : u * 300.0;
+    }
+    float *rm = rand_floats(C, -0.5f, 0.5f), *rv = rand_floats(C, 0.2f, 2.0f);
+    const float m = 0.1f;
+    double *gst = put(gpu, st, N * stride * 8), *cst = put(cpu, st, N * stride * 8);
+    float *grm = put(gpu, rm, C * 4), *grv = put(gpu, rv, C * 4);
+    float *gom = put(gpu, NULL, C * 4), *gov = put(gpu, NULL, C * 4);
+    float *crm = put(cpu, rm, C * 4), *crv = put(cpu, rv, C * 4);
+    float *com = put(cpu, NULL, C * 4), *cov = put(cpu, NULL, C * 4);
+    ck_assert_ptr_nonnull(gpu->bn_running_update);
+    gpu->bn_running_update(C, N, n, gst, stride, grm, grv, m, gom, gov);
+    cpu->bn_running_update(C, N, n, cst, stride, crm, crv, m, com, cov);
+    float *hm = fetch(gpu, gom, C), *hv = fetch(gpu, gov, C);
+    float *rmo = fetch(cpu, com, C), *rvo = fetch(cpu, cov, C);
+    expect_close("bn_running_update mean", hm, rmo, C, 1e-5);
+    expect_close("bn_running_update var", hv, rvo, C, 1e-5);
+    /* in place (outputs over the inputs): the same bits */
+    gpu->bn_running_update(C, N, n, gst, stride, grm, grv, m, grm, grv);
+    float *hm2 = fetch(gpu, grm, C), *hv2 = fetch(gpu, grv, C);
+    ck_assert_msg(memcmp(hm, hm2, C * 4) == 0 && memcmp(hv, hv2, C * 4) == 0,
+                  "bn_running_update in place differs");
+    /* one worker: its own statistics */
+    gpu->bn_running_update(C, 1, n, gst, stride, gom, gov, m, gom, gov);
+    cpu->bn_running_update(C, 1, n, cst, stride, com, cov, m, com, cov);
+    free(hm); free(hv); free(rmo); free(rvo);
+    hm = fetch(gpu, gom, C);
+    hv = fetch(gpu, gov, C);
+    rmo = fetch(cpu, com, C);
+    rvo = fetch(cpu, cov, C);
+    expect_close("bn_running_update N=1 mean", hm, rmo, C, 1e-5);
+    expect_close("bn_running_update N=1 var", hv, rvo, C, 1e-5);
+    free(hm); free(hv); free(rmo); free(rvo); free(hm2); free(hv2);
+    gpu->free(gst); gpu->free(grm); gpu->free(grv); gpu->free(gom); gpu->free(gov);
+    cpu->free(cst); cpu->free(crm); cpu->free(crv); cpu->free(com); cpu->free(cov);
+    free(st); free(rm); free(rv);
+}
+END_TEST
+
+START_TEST(test_f64_pack)
+{
+    const size_t n = 10007;
+    double *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    const double special[] = {0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, 4.9e-324,
+                              -2.2250738585072014e-308, 1.7976931348623157e308};
+    const size_t ns = sizeof special / sizeof special[0];
+    for (size_t i = 0; i < n; i++) {
+        uint64_t u = next_u64();   /* any bit pattern, NaN payloads included */
+        if (i < ns)
+            v[i] = special[i];
+        else if (i % 2)
+            memcpy(&v[i], &u, sizeof u);
+        else
+            v[i] = (double)(int64_t)u / 3.0e7;
+    }
+    ck_assert(gpu->f64_pack && gpu->f64_unpack);
+    double *gv = put(gpu, v, n * 8), *gback = put(gpu, NULL, n * 8);
+    float *gp = put(gpu, NULL, 3 * n * 4), *cp = put(cpu, NULL, 3 * n * 4);
+    double *cv = put(cpu, v, n * 8);
+    gpu->f64_pack(n, gv, gp);
+    cpu->f64_pack(n, cv, cp);
+    float *hp = fetch(gpu, gp, 3 * n), *rp = fetch(cpu, cp, 3 * n);
+    ck_assert_msg(memcmp(hp, rp, 3 * n * 4) == 0, "f64_pack: gpu and cpu bits differ");
+    gpu->f64_unpack(n, gp, gback);
+    double *hb = get(gpu, gback, n * 8);
+    ck_assert_msg(memcmp(hb, v, n * 8) == 0, "f64_unpack(f64_pack(v)) is not v bit for bit");
+    /* unpack of a sum with +0 (what the gradient reductions do): intact */
+    float *gz = put(gpu, NULL, 3 * n * 4);
+    gpu->add(3 * n, gp, gz);
+    gpu->f64_unpack(n, gp, gback);
+    free(hb);
+    hb = get(gpu, gback, n * 8);
+    ck_assert_msg(memcmp(hb, v, n * 8) == 0, "f64_unpack after adding +0: bits changed");
+    free(hp); free(rp); free(hb);
+    gpu->free(gv); gpu->free(gback); gpu->free(gp); gpu->free(gz);
+    cpu->free(cp); cpu->free(cv);
+    free(v);
+}
+END_TEST
+
+static const int pshapes[][7] = { /* B, C, H, W, k, stride, pad */
+    {2, 3, 8, 8, 2, 2, 0},   {2, 4, 7, 9, 3, 2, 1},   {3, 5, 112, 112, 3, 2, 1},
+    {1, 1, 5, 5, 3, 1, 1},   {2, 2, 6, 6, 3, 3, 0},   {4, 64, 32, 32, 3, 2, 1},
+};
+#define NPSHAPES ((int)(sizeof pshapes / sizeof pshapes[0]))
+
+START_TEST(test_maxpool)
+{
+    const int *p = pshapes[_i];
+    const int B = p[0], C = p[1], H = p[2], W = p[3], k = p[4], st = p[5], pad = p[6];
+    const int OH = (H + 2 * pad - k) / st + 1, OW = (W + 2 * pad - k) / st + 1;
+    const size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * OH * OW;
+    float *x = rand_ties(nx), *dy = rand_floats(ny, -1.0f, 1.0f);
+    if (_i == 0) /* NaN wins at once */
+        x[9] = x[40] = NAN;
+    char what[96];
+    snprintf(what, sizeof what, "maxpool B=%d C=%d %dx%d k=%d s=%d p=%d", B, C, H, W, k, st, pad);
+    ck_assert(gpu->maxpool_fwd && gpu->maxpool_bwd);
+
+    float *gx = put(gpu, x, nx * 4), *gy = put(gpu, NULL, ny * 4), *gdy = put(gpu, dy, ny * 4);
+    int32_t *gi = put(gpu, NULL, ny * 4), *gi2 = put(gpu, NULL, ny * 4);
+    float *gy2 = put(gpu, NULL, ny * 4), *gdx = put(gpu, x, nx * 4), *gdx2 = put(gpu, NULL, nx * 4);
+    float *cx = put(cpu, x, nx * 4), *cy = put(cpu, NULL, ny * 4), *cdy = put(cpu, dy, ny * 4);
+    int32_t *ci = put(cpu, NULL, ny * 4);
+    float *cdx = put(cpu, NULL, nx * 4);
+
+    gpu->maxpool_fwd(B, C, H, W, k, st, pad, OH, OW, gx, gy, gi);
+    gpu->maxpool_fwd(B, C, H, W, k, st, pad, OH, OW, gx, gy2, gi2);
+    cpu->maxpool_fwd(B, C, H, W, k, st, pad, OH, OW, cx, cy, ci);
+    float *hy = fetch(gpu, gy, ny), *hy2 = fetch(gpu, gy2, ny), *ry = fetch(cpu, cy, ny);
+    int32_t *hi = get(gpu, gi, ny * 4), *hi2 = get(gpu, gi2, ny * 4), *ri = get(cpu, ci, ny * 4);
+    ck_assert_msg(memcmp(hy, ry, ny * 4) == 0, "%s: y differs from the cpu", what);
+    ck_assert_msg(memcmp(hi, ri, ny * 4) == 0, "%s: idx differs from the cpu", what);
+    expect_same_bits(what, hy, hy2, ny * 4);
+    expect_same_bits(what, hi, hi2, ny * 4);
+
+    /* backward from the CPU's idx on both; dx starts as garbage (x) */
+    gpu->to_device(gi, ri, ny * 4);
+    gpu->maxpool_bwd(B, C, H, W, OH, OW, gi, gdy, gdx);
+    gpu->maxpool_bwd(B, C, H, W, OH, OW, gi, gdy, gdx2);
+    cpu->maxpool_bwd(B, C, H, W, OH, OW, ci, cdy, cdx);
+    float *hdx = fetch(gpu, gdx, nx), *hdx2 = fetch(gpu, gdx2, nx), *rdx = fetch(cpu, cdx, nx);
+    ck_assert_msg(memcmp(hdx, rdx, nx * 4) == 0, "%s: dx differs from the cpu", what);
+    expect_same_bits(what, hdx, hdx2, nx * 4);
+
+    free(hy); free(hy2); free(ry); free(hi); free(hi2); free(ri); free(hdx); free(hdx2);
+    free(rdx);
+    gpu->free(gx); gpu->free(gy); gpu->free(gdy); gpu->free(gi); gpu->free(gi2); gpu->free(gy2);
+    gpu->free(gdx); gpu->free(gdx2);
+    cpu->free(cx); cpu->free(cy); cpu->free(cdy); cpu->free(ci); cpu->free(cdx);
+    free(x); free(dy);
+}
+END_TEST
+
+START_TEST(test_avgpool)
+{
+    const int shp[][3] = {{2, 3, 1}, {4, 16, 49}, {8, 64, 64}, {3, 5, 1000}, {128, 512, 16}};
+    for (size_t t = 0; t < sizeof shp / sizeof shp[0]; t++) {
+        const int B = shp[t][0], C = shp[t][1], HW = shp[t][2];
+        const size_t nx = (size_t)B * C * HW, ny = (size_t)B * C;
+        float *x = rand_floats(nx, -1.0f, 1.0f), *dy = rand_floats(ny, -1.0f, 1.0f);
+        float *gx = put(gpu, x, nx * 4), *gy = put(gpu, NULL, ny * 4), *gdy = put(gpu, dy, ny * 4);
+        float *gdx = put(gpu, NULL, nx * 4);
+        float *cx = put(cpu, x, nx * 4), *cy = put(cpu, NULL, ny * 4), *cdy = put(cpu, dy, ny * 4);
+        float *cdx = put(cpu, NULL, nx * 4);
+        ck_assert(gpu->avgpool_fwd && gpu->avgpool_bwd);
+        gpu->avgpool_fwd(B, C, HW, gx, gy);
+        cpu->avgpool_fwd(B, C, HW, cx, cy);
+        gpu->avgpool_bwd(B, C, HW, gdy, gdx);
+        cpu->avgpool_bwd(B, C, HW, cdy, cdx);
+        float *hy = fetch(gpu, gy, ny), *ry = fetch(cpu, cy, ny);
+        float *hdx = fetch(gpu, gdx, nx), *rdx = fetch(cpu, cdx, nx);
+        ck_assert_msg(memcmp(hy, ry, ny * 4) == 0, "avgpool_fwd B=%d C=%d HW=%d differs", B, C, HW);
+        ck_assert_msg(memcmp(hdx, rdx, nx * 4) == 0, "avgpool_bwd B=%d C=%d HW=%d differs", B, C,
+                      HW);
+        free(hy); free(ry); free(hdx); free(rdx);
+        gpu->free(gx); gpu->free(gy); gpu->free(gdy); gpu->free(gdx);
+        cpu->free(cx); cpu->free(cy); cpu->free(cdy); cpu->free(cdx);
+        free(x); free(dy);
+    }
+}
+END_TEST
+
+START_TEST(test_add3)
+{
+    const size_t sizes[] = {1, 31, 1000, 1000003};
+    ck_assert_ptr_nonnull(gpu->add3);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *a = rand_floats(n, -1.0f, 1.0f), *b = rand_floats(n, -1.0f, 1.0f);
+        float *ga = put(gpu, a, n * 4), *gb = put(gpu, b, n * 4), *gy = put(gpu, NULL, n * 4);
+        float *ca = put(cpu, a, n * 4), *cb = put(cpu, b, n * 4), *cy = put(cpu, NULL, n * 4);
+        gpu->add3(n, ga, gb, gy);
+        cpu->add3(n, ca, cb, cy);
+        float *hy = fetch(gpu, gy, n), *ry = fetch(cpu, cy, n);
+        ck_assert_msg(memcmp(hy, ry, n * 4) == 0, "add3 n=%zu differs from the cpu", n);
+        gpu->add3(n, ga, gb, ga);   /* y over a */
+        gpu->add3(n, gy, gb, gb);   /* y over b: (a + b) + b */
+        cpu->add3(n, cy, cb, cb);
+        float *ha = fetch(gpu, ga, n), *hb = fetch(gpu, gb, n), *rb = fetch(cpu, cb, n);
+        ck_assert_msg(memcmp(ha, ry, n * 4) == 0, "add3 n=%zu over a differs", n);
+        ck_assert_msg(memcmp(hb, rb, n * 4) == 0, "add3 n=%zu over b differs", n);
+        free(hy); free(ry); free(ha); free(hb); free(rb);
+        gpu->free(ga); gpu->free(gb); gpu->free(gy);
+        cpu->free(ca); cpu->free(cb); cpu->free(cy);
+        free(a); free(b);
+    }
+}
+END_TEST
+
 static Suite *gpu_suite(void)
 {
     Suite *s = suite_create("gpu");
@@ -612,6 +1073,13 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(t, test_xent, 0, NXSHAPES);
     tcase_add_test(t, test_xent_ties);
     tcase_add_test(t, test_training_steps);
+    tcase_add_loop_test(t, test_conv2d, 0, NCSHAPES);
+    tcase_add_loop_test(t, test_batchnorm, 0, NBSHAPES);
+    tcase_add_test(t, test_bn_running);
+    tcase_add_test(t, test_f64_pack);
+    tcase_add_loop_test(t, test_maxpool, 0, NPSHAPES);
+    tcase_add_test(t, test_avgpool);
+    tcase_add_test(t, test_add3);
     suite_add_tcase(s, t);
     return s;
 }

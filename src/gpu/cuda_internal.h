@@ -23,6 +23,25 @@ struct cdp_cuda_state {
 };
 extern cdp_cuda_state cdp_cuda_g;
 
+/* Launch shapes shared by the kernel files: CDP_THREADS threads a block,
+ * grid_for(n) blocks for n independent elements (capped at 32 blocks per
+ * SM; the kernels loop with GRID_STRIDE over the rest). */
+#define CDP_THREADS 256
+
+static inline unsigned grid_for(size_t n)
+{
+    size_t blocks = (n + CDP_THREADS - 1) / CDP_THREADS;
+    size_t cap = (size_t)(cdp_cuda_g.prop.multiProcessorCount > 0
+                              ? cdp_cuda_g.prop.multiProcessorCount : 80) * 32;
+    if (blocks > cap)
+        blocks = cap;
+    return (unsigned)(blocks ? blocks : 1);
+}
+
+#define GRID_STRIDE(i, n)                                                      \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
+         i += (size_t)gridDim.x * blockDim.x)
+
 /* A GPU error in the middle of training cannot be recovered from: name the
  * call, print one line, abort(). */
 [[noreturn]] void cdp_cuda_fail(const char *call, const char *what,
@@ -73,5 +92,35 @@ void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, f
                   float *buf, float lr, float mu, float wd, int first, int zero_g);
 void cdp_cuda_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
                               const float *norm, float *x);
+
+/* Image kernels (kernels_image.cu): convolution, batch normalisation,
+ * pooling, the three-operand add and the double packing of the backend
+ * contract (include/cdp/backend.h). */
+void cdp_cuda_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
+                         const float *b, float *y, float *ws);
+void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
+                         const float *dy, float *dx, float *dw, float *db, int accumulate,
+                         float *ws);
+size_t cdp_cuda_conv2d_ws_floats(const cdp_conv_shape *s);
+void cdp_cuda_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
+                           const float *beta, float eps, float *y, float *save, double *stats);
+void cdp_cuda_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
+                          const float *beta, const float *rmean, const float *rvar, float eps,
+                          float *y);
+void cdp_cuda_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
+                     const float *save, const float *dy, float *dx, float *dgamma,
+                     float *dbeta, int accumulate);
+void cdp_cuda_bn_running_update(int C, int N, double n, const double *stats, size_t stride,
+                                const float *rmean_in, const float *rvar_in, float m,
+                                float *rmean_out, float *rvar_out);
+void cdp_cuda_f64_pack(size_t n, const double *src, float *dst);
+void cdp_cuda_f64_unpack(size_t n, const float *src, double *dst);
+void cdp_cuda_maxpool_fwd(int B, int C, int H, int W, int k, int stride, int pad, int OH,
+                          int OW, const float *x, float *y, int32_t *idx);
+void cdp_cuda_maxpool_bwd(int B, int C, int H, int W, int OH, int OW, const int32_t *idx,
+                          const float *dy, float *dx);
+void cdp_cuda_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
+void cdp_cuda_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
+void cdp_cuda_add3(size_t n, const float *a, const float *b, float *y);
 
 #endif

@@ -18,22 +18,6 @@
 
 #include "cuda_internal.h"
 
-#define CDP_THREADS 256
-
-static unsigned grid_for(size_t n)
-{
-    size_t blocks = (n + CDP_THREADS - 1) / CDP_THREADS;
-    size_t cap = (size_t)(cdp_cuda_g.prop.multiProcessorCount > 0
-                              ? cdp_cuda_g.prop.multiProcessorCount : 80) * 32;
-    if (blocks > cap)
-        blocks = cap;
-    return (unsigned)(blocks ? blocks : 1);
-}
-
-#define GRID_STRIDE(i, n)                                                      \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
-         i += (size_t)gridDim.x * blockDim.x)
-
 /* ---------------------------------------------------------------- Linear */
 
 /* y[r, j] = b[j] for every row r (then SGEMM accumulates with beta = 1). */
