@@ -1,5 +1,5 @@
 # The measured memory and traffic figures of the summary, against values
-# counted by hand from DESIGN.md section 3 (the figures are measured by the
+# counted by hand from doc/reference.md section 2 (the figures are measured by the
 # accounting allocator and the comm layer's counters, so a change in what
 # the executor holds or sends shows here).
 . "$(dirname "$0")/lib.sh"

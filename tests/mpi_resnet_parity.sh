@@ -1,6 +1,6 @@
 #!/bin/bash
-# ResNet parity with an independent PyTorch implementation of DESIGN.md
-# section 4 (tests/torch_resnet_reference.py: torchvision modules,
+# ResNet parity with an independent PyTorch implementation of
+# doc/reference.md section 3 (tests/torch_resnet_reference.py: torchvision modules,
 # torch.optim.SGD, nn.BatchNorm2d train-mode forward, running statistics once
 # per step from the whole step's batch).
 #

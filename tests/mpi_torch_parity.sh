@@ -1,5 +1,5 @@
 #!/bin/bash
-# Parity with an independent PyTorch implementation of DESIGN.md section 4.
+# Parity with an independent PyTorch implementation of doc/reference.md section 3.
 #
 # For every rule (dp, cdp-v1, cdp-v2) and N = 2 (one rank) and N = 4 (two MPI
 # ranks), cdp_run trains mlp:784-128-64-10 (3 stages, one Linear each) for 20

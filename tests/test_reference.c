@@ -1,5 +1,5 @@
 /* The serial reference (src/exec/reference.c) against an independent
- * double-precision implementation of DESIGN.md section 4 written here with
+ * double-precision implementation of doc/reference.md section 3 written here with
  * plain loops: MLP forward/backward, lags, worker-order sums, SGD. */
 #include <check.h>
 #include <math.h>
@@ -94,7 +94,7 @@ static void run_rule(cdp_rule rule, int N)
         for (int i = 0; i < N; i++) {
             double *w[CDP_MAX_LAYERS];
             for (int l = 0; l < L; l++) {
-                /* DESIGN.md section 4, written out again */
+                /* doc/reference.md section 3, written out again */
                 int off_i = rule == CDP_RULE_DP ? 0 : i * 2 * L / N;
                 int off_last = rule == CDP_RULE_DP ? 0 : (N - 1) * 2 * L / N;
                 int lag = rule == CDP_RULE_DP ? 0 : rule == CDP_RULE_CDP_V1 ? 1 : (off_last - off_i <= 2 * l ? 0 : 1);

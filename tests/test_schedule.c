@@ -2,7 +2,7 @@
  * receive, a simulation of the executor's blocking rules finishes (no rank
  * waits on something that comes later in its own list or in a cycle), each
  * worker runs each forward and backward exactly once per step, the versions
- * follow the lag table of DESIGN.md section 4, and every update is applied
+ * follow the lag table of doc/reference.md section 3.1, and every update is applied
  * once, in order, before it is used. */
 #include <check.h>
 #include <dlfcn.h>
@@ -42,7 +42,7 @@ static cdp_schedule build(int N, int L, int P, cdp_rule rule, int det, int K)
 }
 
 /* ---- hand values of the timeline */
-/* ticks of (worker i, stage l, step st), DESIGN.md section 3: the worker
+/* ticks of (worker i, stage l, step st), doc/reference.md section 2: the worker
  * starts at 2L*st + offset(i), runs forward l at start + l and backward l
  * at start + 2L-1-l */
 static int start_tick_of(const cdp_schedule *s, int st, int i)

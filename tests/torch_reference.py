@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch implementation of DESIGN.md section 4 for the MLP.
+"""Independent PyTorch implementation of doc/reference.md section 3 for the MLP.
 
 It shares no code with cdp: it reads the Fashion-MNIST IDX files and the
 safetensors weights itself, evaluates

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch implementation of DESIGN.md section 4 for the ResNets.
+"""Independent PyTorch implementation of doc/reference.md section 3 for the ResNets.
 
 It shares no code with cdp.  The networks are torchvision's modules (or, for
 resnet20/32/56, a small ResNet-like module built from torchvision's
@@ -405,7 +405,7 @@ def in_channels_of(init):
 
 
 def train(s, rule, n):
-    """The reference of DESIGN.md section 4: returns P(K), the state_dict
+    """The reference of doc/reference.md section 3: returns P(K), the state_dict
     (parameters and BatchNorm buffers) after the K updates."""
     torch.manual_seed(0)                 # the module's own init is overwritten
     net = build_model(s.model, in_channels_of(s.init), norm_layer=DeferredBN).to(s.dtype)

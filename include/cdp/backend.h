@@ -105,7 +105,7 @@ typedef struct cdp_backend {
      * y = (x - (float)mean) * invstd * gamma + beta in float, in that order.
      * Keeps save[2C] = {(float)mean[C], invstd[C]} for the backward and
      * writes stats[2C] = {mean[C], M2[C]} in double (the step's running
-     * statistics are combined from these, DESIGN section 4). */
+     * statistics are combined from these, doc/reference.md section 3.5). */
     void (*bn_fwd_train)(int B, int C, int HW, const float *x, const float *gamma,
                          const float *beta, float eps, float *y, float *save, double *stats);
     /* Evaluation: y = (x - rmean) / sqrt(rvar + eps) * gamma + beta. */
@@ -119,7 +119,7 @@ typedef struct cdp_backend {
     void (*bn_bwd)(int B, int C, int HW, const float *x, const float *gamma,
                    const float *save, const float *dy, float *dx, float *dgamma,
                    float *dbeta, int accumulate);
-    /* The step's running statistics (DESIGN section 4): combines N
+    /* The step's running statistics (doc/reference.md section 3.5): combines N
      * per-micro-batch (mean[C], M2[C]) pairs, pair w at stats + w*stride
      * (doubles), each over n values, in worker order w = 0..N-1 with Chan et
      * al.'s pairwise formula in double; then, with s_mean and the unbiased

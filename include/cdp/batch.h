@@ -1,4 +1,4 @@
-/* Which samples each worker takes (DESIGN.md section 4): each epoch is a
+/* Which samples each worker takes (doc/reference.md section 3.7): each epoch is a
  * permutation seeded by (seed, epoch); step k takes the next N*B indices and
  * worker i takes [i*B, (i+1)*B) of them.  The remainder of an epoch that
  * does not fill a whole step is skipped.

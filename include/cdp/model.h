@@ -20,7 +20,7 @@
  * of its own.  Summing gradients elementwise (locally, around the ring, or
  * in MPI_Allreduce) then carries every worker's statistics exactly (one
  * non-zero term per element), and the update combines them in worker
- * order (DESIGN section 4) into the new running statistics.  Stages without
+ * order (doc/reference.md section 3.5) into the new running statistics.  Stages without
  * BatchNorm have no buffers and no tail. */
 #ifndef CDP_MODEL_H
 #define CDP_MODEL_H
@@ -177,7 +177,7 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int 
                    const float *stage_params, const float *x, float *act,
                    const float *dout, float *dx, float *grad, float *ws, int accumulate);
 
-/* The update of stage l (DESIGN section 4): SGD of the trainable head of
+/* The update of stage l (doc/reference.md sections 3.3, 3.5): SGD of the trainable head of
  * theta_in with the summed gradient g times gscale into theta_out, and the
  * running statistics of the buffers from g's tail (N workers of B samples).
  * theta_out may equal theta_in or g.  zero_g: g is cleared (+0) once read,

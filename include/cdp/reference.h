@@ -1,4 +1,4 @@
-/* The serial reference of DESIGN.md section 4: one process, no schedule, no
+/* The serial reference of doc/reference.md section 3: one process, no schedule, no
  * MPI.  For step k, worker i runs stage l at P_l(max(k - lag(i, l), 0)); the
  * stage gradients are summed in worker order, multiplied by 1/N and applied
  * with SGD.  Used by the tests and by cdp_run --verify. */

@@ -2,7 +2,7 @@
  * framework, K steps) to one instruction list per rank.  No MPI, no model:
  * it can be printed, checked and measured for N and L far beyond a machine.
  *
- * Timeline (DESIGN.md section 3): worker i of step s starts at tick
+ * Timeline (doc/reference.md section 2): worker i of step s starts at tick
  * 2L*s + offset(i); its forward of stage l runs at start + l and its
  * backward of stage l at start + 2L-1-l.  A segment of K steps ends with a
  * drain at tick `nticks`, where every remaining gradient is applied.
@@ -95,7 +95,7 @@ const char *cdp_opcode_name(int op);
 
 /* offset(i): 0 for dp, floor(i*2L/N) for cdp-v1/v2. */
 int cdp_offset(int N, int L, cdp_rule rule, int i);
-/* lag(i, l) of DESIGN.md section 4: 0 or 1. */
+/* lag(i, l) of doc/reference.md section 3.1: 0 or 1. */
 int cdp_lag(int N, int L, cdp_rule rule, int i, int l);
 
 /* Ranks the configuration needs (model-parallel depends on N, L, rule;

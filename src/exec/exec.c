@@ -365,7 +365,7 @@ static void drop_acc(cdp_exec *x, int l)
 }
 
 /* full[l] = acc[l], the sum in worker order.  The "then multiply by 1/N" of
- * DESIGN.md section 4 happens in the SGD kernel (gscale, same bits), which
+ * doc/reference.md section 3.2 happens in the SGD kernel (gscale, same bits), which
  * saves a pass over the gradient. */
 static void finalize(cdp_exec *x, int l)
 {

@@ -1,4 +1,4 @@
-/* BatchNorm2d (DESIGN section 4): training normalises each micro-batch with
+/* BatchNorm2d (doc/reference.md section 3.5): training normalises each micro-batch with
  * its own statistics and keeps them, (mean, M2) per channel in double, for
  * the step's running statistics, which the stage's update computes
  * (cdp_stage_update); evaluation uses the running statistics. */
