@@ -2,13 +2,6 @@
 #include <stdio.h>
 #include "layers.h"
 
-static int shape(cdp_layer *ly, char *err, size_t errlen)
-{
-    (void)err; (void)errlen;
-    ly->ys = ly->xs;
-    return 0;
-}
-
 static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     (void)train;
@@ -36,6 +29,6 @@ static int supported(const cdp_backend *be)
 }
 
 const cdp_layer_ops cdp_add_ops = {
-    .name = "add", .shape = shape, .fwd = fwd, .bwd = bwd, .flops = flops,
+    .name = "add", .shape = cdp_layer_shape_same, .fwd = fwd, .bwd = bwd, .flops = flops,
     .supported = supported,
 };

@@ -4,13 +4,6 @@
  * (cdp_stage_update); evaluation uses the running statistics. */
 #include "layers.h"
 
-static int shape(cdp_layer *ly, char *err, size_t errlen)
-{
-    (void)err; (void)errlen;
-    ly->ys = ly->xs;
-    return 0;
-}
-
 static int params(const cdp_layer *ly, cdp_param_desc *d)
 {
     const int C = ly->xs.c;
@@ -58,7 +51,7 @@ static int supported(const cdp_backend *be)
 }
 
 const cdp_layer_ops cdp_batchnorm2d_ops = {
-    .name = "batchnorm2d", .shape = shape, .params = params, .save_fixed = save_fixed,
+    .name = "batchnorm2d", .shape = cdp_layer_shape_same, .params = params, .save_fixed = save_fixed,
     .stat_doubles = stat_doubles, .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
     .supported = supported,
 };

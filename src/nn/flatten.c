@@ -8,12 +8,6 @@ static int shape(cdp_layer *ly, char *err, size_t errlen)
     return 0;
 }
 
-static double flops(const cdp_layer *ly, int B, int need_dx)
-{
-    (void)ly; (void)B; (void)need_dx;
-    return 0.0;
-}
-
 const cdp_layer_ops cdp_flatten_ops = {
-    .name = "flatten", .shape = shape, .flops = flops,
+    .name = "flatten", .shape = shape, .flops = cdp_layer_no_flops,
 };
