@@ -98,17 +98,53 @@ static cdp_shape data_kind_shape(const char *spec)
     return (cdp_shape){ 1, 28, 28 };
 }
 
-static int default_threads(void)
+/* Threads per rank when --threads is not given, and why: the user's
+ * OMP_NUM_THREADS (its first value) wins over cdp's own default, which is
+ * the CPUs the launcher gave this rank, or the node's CPUs shared among the
+ * node's ranks. */
+static int default_threads(const char **why)
 {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (v >= 1 && v <= 1024 && (*end == '\0' || *end == ',')) {
+            *why = "OMP_NUM_THREADS";
+            return (int)v;
+        }
+    }
     cpu_set_t set;
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int avail = (int)online;
     if (sched_getaffinity(0, sizeof set, &set) == 0)
         avail = CPU_COUNT(&set);
-    if (avail < online)          /* bound by the launcher: use what we were given */
+    if (avail < online) {        /* bound by the launcher: use what we were given */
+        *why = "the CPUs this rank is bound to";
         return avail > 0 ? avail : 1;
+    }
+    *why = "the node's CPUs / ranks on the node";
     int t = avail / (comm.local_size > 0 ? comm.local_size : 1);
     return t > 0 ? t : 1;
+}
+
+/* prefix + text, broken at ", " so that no line exceeds width columns */
+static void print_wrapped(const char *prefix, const char *text, int width)
+{
+    int col = printf("%s", prefix);
+    const int indent = (int)strlen(prefix) + 2;
+    while (*text) {
+        const char *cut = strstr(text, ", ");
+        int len = cut ? (int)(cut - text) + 1 : (int)strlen(text);
+        if (col > indent && col + 1 + len > width)
+            col = printf("\n%*s", indent, "") - 1;
+        else if (col > (int)strlen(prefix))
+            col += printf(" ");
+        col += printf("%.*s", len, text);
+        text += len;
+        while (*text == ' ')
+            text++;
+    }
+    printf("\n");
 }
 
 /* Test-set loss and accuracy; -1 when the evaluation could not run.  The
@@ -247,7 +283,8 @@ static int phase_prepare(run *r)
              "in this version");
     FAIL_IF((o->checkpoint[0] || o->resume[0]) && o->framework != CDP_FW_REPLICATED, r->err);
 
-    r->threads = o->threads ? o->threads : default_threads();
+    const char *why = "--threads";
+    r->threads = o->threads ? o->threads : default_threads(&why);
     if (!strcmp(o->backend, "cuda"))
         r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
     else
@@ -317,13 +354,16 @@ static int phase_prepare(run *r)
     FAIL_IF(r->root && o->metrics[0] && !r->metrics, r->err);
 
     if (r->root && !o->quiet) {
-        printf("cdp %s: rule %s, framework %s, %d rank%s x %d thread%s, N=%d workers x B=%d, "
-               "L=%d stages, %s\n", PACKAGE_VERSION, cdp_rule_name(o->rule),
-               cdp_framework_name(o->framework), r->P, r->P > 1 ? "s" : "", r->threads,
-               r->threads > 1 ? "s" : "", r->N, o->batch, r->L, o->model);
-        printf("data %s: %lld train, %lld test; %lld steps/epoch, %lld steps; backend %s\n",
-               r->data.name, (long long)r->data.train.n, (long long)r->data.test.n,
-               (long long)r->spe, (long long)r->total, r->be->describe());
+        /* short lines: a terminal of 100 columns shows them whole */
+        printf("cdp %s: %s, rule %s, framework %s\n", PACKAGE_VERSION, o->model,
+               cdp_rule_name(o->rule), cdp_framework_name(o->framework));
+        printf("  %d rank%s x %d thread%s (%s), N=%d workers x B=%d, L=%d stages\n", r->P,
+               r->P > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", why, r->N, o->batch,
+               r->L);
+        printf("  data %s: %lld train, %lld test; %lld steps/epoch, %lld steps\n", r->data.name,
+               (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
+               (long long)r->total);
+        print_wrapped("  backend ", r->be->describe(), 100);
         fflush(stdout);
     }
 

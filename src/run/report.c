@@ -57,11 +57,12 @@ void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x)
 
 void cdp_report_epoch_text(FILE *f, const cdp_epoch_line *e, int epochs)
 {
-    fprintf(f, "epoch %3d/%d  step %7lld  lr %.4g  train loss %.4f acc %.2f%%",
-            e->epoch, epochs, (long long)e->step, e->lr, e->train_loss, 100.0 * e->train_accuracy);
+    /* under 100 columns: train and test as loss/accuracy pairs */
+    fprintf(f, "epoch %3d/%d step %7lld lr %.4g  train %.4f/%.2f%%", e->epoch, epochs,
+            (long long)e->step, e->lr, e->train_loss, 100.0 * e->train_accuracy);
     if (e->test_accuracy >= 0)
-        fprintf(f, "  test loss %.4f acc %.2f%%", e->test_loss, 100.0 * e->test_accuracy);
-    fprintf(f, "  %.0f samples/s  %.1f s\n", e->samples_per_s, e->time_s);
+        fprintf(f, "  test %.4f/%.2f%%", e->test_loss, 100.0 * e->test_accuracy);
+    fprintf(f, "  %.0f samples/s %.1f s\n", e->samples_per_s, e->time_s);
     fflush(f);
 }
 
@@ -103,7 +104,7 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
         human(g, sizeof g, (double)fig->model_state_bytes_per_rank);
         human(h, sizeof h, (double)fig->peak_rss_bytes);
         fprintf(text,
-                "summary: rule %s, framework %s, %d ranks, N=%d workers, L=%d stages, B=%d\n"
+                "summary: rule %s, framework %s, %d rank%s, N=%d workers, L=%d stages, B=%d\n"
                 "  peak activation bytes (all ranks, one tick) %14lld  (%s)\n"
                 "  peak activation bytes per rank              %14lld  (%s)\n"
                 "  model state bytes per rank                  %14lld  (%s)\n"
@@ -115,7 +116,7 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 "  peak RSS per rank                           %14lld  (%s)\n"
                 "  step time                                   %14.6f s over %lld steps\n"
                 "  throughput                                  %14.0f samples/s\n",
-                rule, framework, ranks, N, L, B,
+                rule, framework, ranks, ranks == 1 ? "" : "s", N, L, B,
                 (long long)fig->peak_activation_bytes, a,
                 (long long)fig->peak_activation_bytes_per_rank, b,
                 (long long)fig->model_state_bytes_per_rank, g,

@@ -1,0 +1,22 @@
+# What a user reads: the summary counts ranks in good English, no line of a
+# default run is wider than 100 columns, and the user's OMP_NUM_THREADS wins
+# over cdp's default thread count (the banner says which was used and why),
+# while --threads wins over both.
+. "$(dirname "$0")/lib.sh"
+base="--data synthetic --steps 2 --eval-every 1"
+out=$(run 1 $base 2>&1) || fail "default run: $out"
+echo "$out" | grep -q "^summary: .*, 1 rank, " && pass "summary: 1 rank" || fail "summary: $(echo "$out" | grep summary)"
+wide=$(echo "$out" | awk 'length($0) > 100')
+[ -z "$wide" ] && pass "no line wider than 100 columns" || fail "lines wider than 100 columns: $wide"
+out=$(run 2 $base 2>&1) || fail "2-rank run: $out"
+echo "$out" | grep -q "^summary: .*, 2 ranks, " && pass "summary: 2 ranks" || fail "summary: $(echo "$out" | grep summary)"
+out=$(OMP_NUM_THREADS=1 run 1 $base 2>&1)
+echo "$out" | grep -q "1 rank x 1 thread (OMP_NUM_THREADS)" && pass "OMP_NUM_THREADS=1 is used and named" \
+    || fail "OMP_NUM_THREADS=1: $(echo "$out" | sed -n 2p)"
+out=$(OMP_NUM_THREADS=1 run 1 $base --threads 2 2>&1)
+echo "$out" | grep -q "1 rank x 2 threads (--threads)" && pass "--threads wins over OMP_NUM_THREADS" \
+    || fail "--threads 2 with OMP_NUM_THREADS=1: $(echo "$out" | sed -n 2p)"
+out=$(env -u OMP_NUM_THREADS "$CDP" $base 2>&1)
+echo "$out" | sed -n 2p | grep -q "thread.* (the " && pass "default threads say where they come from" \
+    || fail "default: $(echo "$out" | sed -n 2p)"
+finish
