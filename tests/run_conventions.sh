@@ -19,4 +19,11 @@ echo "$out" | grep -q "1 rank x 2 threads (--threads)" && pass "--threads wins o
 out=$(env -u OMP_NUM_THREADS "$CDP" $base 2>&1)
 echo "$out" | sed -n 2p | grep -q "thread.* (the " && pass "default threads say where they come from" \
     || fail "default: $(echo "$out" | sed -n 2p)"
+# --plan beyond the model's blocks: the timeline in stage units, never
+# activation byte figures of 0
+out=$("$CDP" --plan --stages 5 --workers 4 2>&1)
+echo "$out" | grep -q "fewer blocks than 5 stages" && pass "--plan says the figures are in stage units" \
+    || fail "--plan --stages 5: no note"
+zeros=$(echo "$out" | awk '/^tick .*act bytes/ {t = 1; next} t && NF == 4 && $3 == "0"')
+[ -z "$zeros" ] && pass "--plan prints no activation bytes of 0" || fail "--plan zeros: $zeros"
 finish

@@ -247,6 +247,9 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
     }
     fprintf(out, "plan: rule %s, framework %s, N=%d workers, L=%d stages, P=%d ranks, %d steps shown\n",
             cdp_rule_name(c->rule), cdp_framework_name(c->framework), c->N, c->L, c->P, c->K);
+    if (!m)
+        fprintf(out, "(the model has fewer blocks than %d stages: the timeline alone, figures in "
+                "stage units, traffic in stage-gradient units)\n", c->L);
     if (m) {
         fprintf(out, "model %s: %zu parameters and buffers in %d blocks, input %dx%dx%d\n",
                 m->name, cdp_model_param_count(m), m->nblocks, m->input.c, m->input.h, m->input.w);
@@ -303,8 +306,15 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
     int list = f.T <= 64;
     if (list) {
         fprintf(out, "%-6s %12s %16s %16s\n", "tick", "act (stages)", "act bytes", "bytes sent");
-        for (int t = 0; t < f.T; t++)
-            fprintf(out, "%-6d %12lld %16.0f %16.0f\n", t, (long long)f.units[t], f.act_bytes[t], f.sent[t]);
+        for (int t = 0; t < f.T; t++) {
+            if (m)
+                fprintf(out, "%-6d %12lld %16.0f %16.0f\n", t, (long long)f.units[t],
+                        f.act_bytes[t], f.sent[t]);
+            else   /* no model at this many stages: no activation bytes (not zeros);
+                    * traffic in stage-gradient units */
+                fprintf(out, "%-6d %12lld %16s %16.0f\n", t, (long long)f.units[t], "-",
+                        f.sent[t]);
+        }
         fputc('\n', out);
     }
     int64_t pu, pud;
