@@ -273,41 +273,18 @@ static int phase_prepare(run *r)
 {
     const cdp_options *o = &r->o;
     int bad;
-    /* configuration errors the schedule would find, before loading data; the
-     * one-step schedule also tells the executor which stages this rank holds */
-    r->sc.K = 1;
-    bad = cdp_schedule_build(&r->sc, comm.rank, &r->roles, r->err, sizeof r->err);
-    FAIL_IF(bad, r->err);
-    r->have_roles = 1;
     snprintf(r->err, sizeof r->err, "--checkpoint and --resume support --framework replicated only "
              "in this version");
     FAIL_IF((o->checkpoint[0] || o->resume[0]) && o->framework != CDP_FW_REPLICATED, r->err);
 
-    const char *why = "--threads";
-    r->threads = o->threads ? o->threads : default_threads(&why);
-    if (!strcmp(o->backend, "cuda"))
-        r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
-    else
-        r->be = cdp_backend_cpu(r->threads);
-    FAIL_IF(!r->be, r->err);
-
+    /* the data first: a step that cannot fit it is refused before anything
+     * scales with N (the schedule, the executor) */
     /* plain synthetic takes the model's input size when an mlp: names it */
     bad = cdp_data_open(o->data, o->data_dir, o->seed, (int64_t)r->N * o->batch,
                         strncmp(o->model, "mlp:", 4) ? 0 : cdp_model_in(&r->model), &r->data,
                         r->err, sizeof r->err) ||
           cdp_data_set_transforms(&r->data, &o->augment, o->norm_count, o->norm_mean, o->norm_std,
                                   r->err, sizeof r->err);
-    FAIL_IF(bad, r->err);
-    /* the model on the data's shape and classes */
-    cdp_model_free(&r->model);
-    r->have_model = 0;
-    r->mc.input = (cdp_shape){ r->data.train.channels, r->data.train.height, r->data.train.width };
-    r->mc.classes = r->data.train.classes;
-    bad = cdp_model_build(&r->mc, &r->model, r->err, sizeof r->err);
-    FAIL_IF(bad, r->err);
-    r->have_model = 1;
-    FAIL_IF(r->model.nstages != r->L, "internal error: the data changed the stage count");
-    bad = cdp_model_check_backend(&r->model, r->be, r->err, sizeof r->err);
     FAIL_IF(bad, r->err);
     int64_t d[3] = { r->data.train.n, r->data.test.n, r->data.train.dim }, dmin[3], dmax[3];
     MPI_Allreduce(d, dmin, 3, MPI_INT64_T, MPI_MIN, comm.comm);
@@ -320,6 +297,33 @@ static int phase_prepare(run *r)
     FAIL_IF(r->spe < 1, r->err);
     r->total = o->steps ? o->steps : (int64_t)o->epochs * r->spe;
     r->nepochs = (int)((r->total + r->spe - 1) / r->spe);
+
+    /* configuration errors the schedule would find, before the executor; the
+     * one-step schedule also tells the executor which stages this rank holds */
+    r->sc.K = 1;
+    bad = cdp_schedule_build(&r->sc, comm.rank, &r->roles, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    r->have_roles = 1;
+
+    const char *why = "--threads";
+    r->threads = o->threads ? o->threads : default_threads(&why);
+    if (!strcmp(o->backend, "cuda"))
+        r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
+    else
+        r->be = cdp_backend_cpu(r->threads);
+    FAIL_IF(!r->be, r->err);
+
+    /* the model on the data's shape and classes */
+    cdp_model_free(&r->model);
+    r->have_model = 0;
+    r->mc.input = (cdp_shape){ r->data.train.channels, r->data.train.height, r->data.train.width };
+    r->mc.classes = r->data.train.classes;
+    bad = cdp_model_build(&r->mc, &r->model, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    r->have_model = 1;
+    FAIL_IF(r->model.nstages != r->L, "internal error: the data changed the stage count");
+    bad = cdp_model_check_backend(&r->model, r->be, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
 
     /* zeroed: the floats between stages belong to none and stay +0 */
     const size_t n = r->model.nparams;
