@@ -98,4 +98,19 @@ for np in 1 2; do
         fail "np=$np: --checkpoint F --resume F or /dev/null twice refused: $out"
     fi
 done
+# out of memory: one error line saying how many bytes, an exit status, no
+# abort backtrace (the address space is capped so that the numbers are the
+# same everywhere)
+for args in "--model mlp:784-16384-16384-10 --batch 2048|out of memory: 5.63 GB for 5 host copies" \
+            "--model mlp:784-8192-8192-10 --batch 8192|out of cpu memory: "; do
+    want=${args#*|}
+    out=$( (ulimit -v 3000000; timeout 60 "$CDP" --data synthetic --steps 1 --eval-every 0 ${args%%|*}) 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$out" | grep -q "^cdp_run: error: $want" &&
+       ! echo "$out" | grep -q "Aborted\|backtrace\|\[ 0\]"; then
+        pass "out of memory (${args%%|*}): $(echo "$out" | grep '^cdp_run: error')"
+    else
+        fail "out of memory (${args%%|*}): rc=$rc $(echo "$out" | head -3)"
+    fi
+done
 finish

@@ -332,8 +332,10 @@ static int phase_prepare(run *r)
     r->init_params = calloc(n, sizeof(float));
     r->prev_params = calloc(n, sizeof(float));
     r->momentum = calloc(n, sizeof(float));
-    if (!r->params || !r->final_params || !r->init_params || !r->prev_params || !r->momentum)
-        abort();
+    snprintf(r->err, sizeof r->err, "out of memory: %.3g GB for 5 host copies of the model's %zu "
+             "parameters (--model %.200s)", 5.0 * (double)n * sizeof(float) / 1e9, n, o->model);
+    FAIL_IF(!r->params || !r->final_params || !r->init_params || !r->prev_params ||
+            !r->momentum, r->err);
     cdp_model_init(&r->model, o->seed, r->params);
     if (o->init_weights[0]) {
         bad = cdp_load_weights(o->init_weights, &r->model, r->params, r->err, sizeof r->err);

@@ -20,9 +20,12 @@ void *cdp_actmem_alloc(cdp_actmem *a, size_t bytes)
     if (!p) {
         p = a->be->alloc(bytes);
         if (!p) {
-            fprintf(stderr, "cdp: out of memory allocating %zu bytes of activations "
-                    "(%lld live)\n", bytes, (long long)a->live);
-            abort();
+            /* one line and an exit status, not an abort's backtrace: no
+             * other rank can be asked to agree at this point */
+            fprintf(stderr, "cdp_run: error: out of %s memory: %zu more bytes wanted with %lld "
+                    "in use (smaller --batch, --workers or model, or more ranks)\n",
+                    a->be->name, bytes, (long long)a->live);
+            exit(1);
         }
         a->reserved += (int64_t)bytes;
         if (a->reserved > a->reserved_peak) a->reserved_peak = a->reserved;
