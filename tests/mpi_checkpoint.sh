@@ -39,7 +39,7 @@ if [ $rc -eq 143 ] && [ -f "$TMP/t.st" ] &&
 else
     fail "SIGTERM: exit $rc, $(cat "$TMP/term.err")"
 fi
-# SIGINT without --checkpoint: stops at the end of the epoch, says so, 130
+# SIGINT without --checkpoint: stops at the next segment boundary (64 steps at most), says so, 130
 "$CDP" $big --rule cdp-v2 --steps 3000 --metrics "$TMP/i.json" >/dev/null 2>"$TMP/int.err" &
 pid=$!
 for _ in $(seq 300); do

@@ -2,8 +2,9 @@
  * over MPI.  Every rank parses the same options, loads the same data and
  * builds its own instruction list; any failure is agreed on by all ranks,
  * reported once (by the lowest failing rank) and ends every rank with exit
- * code 1.  main() runs the phases below in order: options, model, plan,
- * preparation (backend, data, parameters, executor), training, results. */
+ * code 1 (3 when a loss is not finite: the run diverged).  main() runs the
+ * phases below in order: options, model, plan, preparation (backend, data,
+ * parameters, executor), training, results. */
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
@@ -53,14 +54,19 @@ static void catch_stop_signals(void)
     sigaction(SIGINT, &sa, NULL);
 }
 
-/* The signal any rank received (SIGTERM before SIGINT), 0 for none:
+/* The signal any rank received (SIGTERM before SIGINT), 0 for none, and in
+ * *bad the worst training loss any rank saw (0 finite, 1 infinite, 2 NaN):
  * collective, so that every rank stops at the same boundary. */
-static int agreed_signal(void)
+static int agreed_stop(double loss_sum, int *bad)
 {
-    int mine = got_signal, any;
-    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm.comm);
-    return any;
+    int mine[2] = { got_signal, isnan(loss_sum) ? 2 : isinf(loss_sum) ? 1 : 0 }, any[2];
+    MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm.comm);
+    *bad = any[1];
+    return any[0];
 }
+
+/* Exit status of a run whose loss went non-finite. */
+#define DIVERGED 3
 
 /* 1 when any rank failed; the lowest failing rank prints its message. */
 static int any_failed(int failed, const char *msg)
@@ -192,6 +198,7 @@ typedef struct run {
     cdp_figures fig;
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
+    int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
     char err[1024];
 } run;
 
@@ -391,11 +398,41 @@ static int phase_prepare(run *r)
     return 0;
 }
 
-/* Runs steps k..k_end-1 in segments; returns the signal that stopped them
- * (0: none), with the epoch's training statistics and time. */
-static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
-                       int64_t *ep_steps)
+/* Rank 0: the one line saying that the run diverged, what (the training
+ * loss in steps k0+1..k1, or the test loss of the evaluation after step k1;
+ * bad as from agreed_stop) and what to lower. */
+static void report_divergence(const run *r, const char *what, int bad, int64_t k0, int64_t k1)
 {
+    const cdp_options *o = &r->o;
+    char where[96], ckpt[1300] = "", rule[200] = "";
+    if (o->rule != CDP_RULE_DP)
+        snprintf(rule, sizeof rule, "%s less stable than dp at a given --lr and --momentum, so "
+                 "lowering --lr or --momentum helps", cdp_rule_name(o->rule));
+    if (k0 >= 0)
+        snprintf(where, sizeof where, "in steps %lld..%lld", (long long)k0 + 1, (long long)k1);
+    else
+        snprintf(where, sizeof where, "after step %lld", (long long)k1);
+    if (o->checkpoint[0] && r->ckpt_step >= 0)
+        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not overwritten: it holds the last good "
+                 "state (step %lld)", o->checkpoint, (long long)r->ckpt_step);
+    else if (o->checkpoint[0])
+        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not written (the last one written, if "
+                 "any, holds the last good state)", o->checkpoint);
+    fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; lower --lr "
+            "(now %g)%s%s%s\n", what, bad == 2 ? "nan" : "inf", where, o->lr,
+            o->rule == CDP_RULE_DP ? "" : "; the one-step gradient delay makes ", rule,
+            ckpt);
+}
+
+/* Runs steps k..k_end-1 in segments; returns the signal that stopped them
+ * (0: none), with the epoch's training statistics and time.  *bad: the
+ * training loss of the segment ending at r->k was not finite (then it
+ * stops, with *bad_k0 the segment's first step). */
+static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
+                       int64_t *ep_steps, int *bad, int64_t *bad_k0)
+{
+    *bad = 0;
+    *bad_k0 = r->k;
     while (r->k < k_end) {
         int64_t k1 = r->k + chunk < k_end ? r->k + chunk : k_end;
         const int K = (int)(k1 - r->k);
@@ -415,34 +452,44 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         cdp_figures_add_segment(&r->fig, &comm, r->x, K, dtmax);
         *ep_time += dtmax;
         *ep_steps += K;
+        *bad_k0 = r->k;
         r->k = k1;
         double st[3];
         int64_t ns;
         cdp_exec_take_train_stats(r->x, &st[0], &st[1], &ns);
         st[2] = (double)ns;
         for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
-        int stop = agreed_signal();
-        if (stop)
+        int stop = agreed_stop(st[0], bad);
+        if (stop || *bad)
             return stop;
     }
     return 0;
 }
 
 /* The epochs: training, the epoch line, evaluation, checkpoints.  Returns
- * 128 + the signal when a signal stopped the run. */
+ * 128 + the signal when a signal stopped the run, DIVERGED when a loss was
+ * not finite (no checkpoint written then). */
 static int phase_train(run *r)
 {
     const cdp_options *o = &r->o;
-    int eval_failed = 0, bad;
-    /* with checkpoints, segments are short so that SIGTERM is answered soon */
-    const int64_t chunk = o->checkpoint[0] ? 64 : r->spe;
+    int eval_failed = 0, eval_bad = 0, bad, diverged;
+    int64_t bad_k0;
+    /* segments of 64 steps at most, so that a signal or a diverging loss is
+     * answered soon; the segmentation does not change the numbers */
+    const int64_t chunk = 64;
+    r->ckpt_step = -1;
     for (int e = (int)(r->k / r->spe); e < r->nepochs && r->k < r->total; e++) {
         int64_t k_end = (int64_t)(e + 1) * r->spe;
         if (k_end > r->total) k_end = r->total;
         double ep_time = 0, ep_stats[3] = { 0, 0, 0 };
         int64_t ep_steps = 0;
-        const int stop = train_epoch(r, k_end, chunk, ep_stats, &ep_time, &ep_steps);
+        const int stop = train_epoch(r, k_end, chunk, ep_stats, &ep_time, &ep_steps, &diverged,
+                                     &bad_k0);
         const int64_t k = r->k;
+        if (diverged) {
+            if (r->root) report_divergence(r, "training loss", diverged, bad_k0, k);
+            return DIVERGED;
+        }
         double sum[3];
         MPI_Reduce(ep_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
         int last = k == r->total || stop;
@@ -460,6 +507,8 @@ static int phase_train(run *r)
                 if (evaluate(r->be, &r->model, r->params, &r->data.test, &line.test_loss,
                              &line.test_accuracy))
                     eval_failed = 1;
+                if (!isfinite(line.test_loss))   /* not a failure of the evaluation */
+                    eval_failed = 0, eval_bad = isnan(line.test_loss) ? 2 : 1;
                 r->test_loss = line.test_loss;
                 r->test_acc = line.test_accuracy;
             }
@@ -467,6 +516,11 @@ static int phase_train(run *r)
             if (r->metrics) cdp_report_epoch_json(r->metrics, &line);
         }
         FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
+        MPI_Bcast(&eval_bad, 1, MPI_INT, 0, comm.comm);
+        if (eval_bad) {
+            if (r->root) report_divergence(r, "test loss at the evaluation", eval_bad, -1, k);
+            return DIVERGED;
+        }
         if (o->checkpoint[0] && (last || (o->checkpoint_every && (e + 1) % o->checkpoint_every == 0))) {
             bad = 0;
             if (r->root) {
@@ -478,6 +532,7 @@ static int phase_train(run *r)
                                            sizeof r->err);
                 if (!bad && !o->quiet)
                     printf("checkpoint %s written at step %lld\n", o->checkpoint, (long long)k);
+                if (!bad) r->ckpt_step = k;
             }
             FAIL_IF(bad, r->err);
         }
