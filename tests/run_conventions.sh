@@ -26,4 +26,17 @@ echo "$out" | grep -q "fewer blocks than 5 stages" && pass "--plan says the figu
     || fail "--plan --stages 5: no note"
 zeros=$(echo "$out" | awk '/^tick .*act bytes/ {t = 1; next} t && NF == 4 && $3 == "0"')
 [ -z "$zeros" ] && pass "--plan prints no activation bytes of 0" || fail "--plan zeros: $zeros"
+# progress inside an epoch: on a terminal one rewritten line per 64-step
+# segment (run under script(1) for a terminal), none with --quiet, none in a
+# short run's plain output
+if command -v script >/dev/null 2>&1; then
+    out=$(timeout 120 script -qc "$CDP --data synthetic --batch 8 --epochs 1 --eval-every 0" /dev/null 2>&1)
+    echo "$out" | tr '\r' '\n' | grep -q "^  step 64/256 .*samples/s .*train loss .*ETA" \
+        && pass "terminal: progress line during the epoch" || fail "terminal progress: $(echo "$out" | head -c 400)"
+    out=$(timeout 120 script -qc "$CDP --data synthetic --batch 8 --epochs 1 --eval-every 0 --quiet" /dev/null 2>&1)
+    echo "$out" | grep -q "step 64/" && fail "--quiet printed progress" || pass "--quiet: no progress"
+fi
+out=$(run 1 --data synthetic --batch 8 --epochs 1 --eval-every 0 2>&1)
+echo "$out" | grep -q "step 64/" && fail "a short non-terminal run printed progress" \
+    || pass "not a terminal, short run: no progress lines"
 finish

@@ -199,6 +199,8 @@ typedef struct run {
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
     int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
+    double last_progress;         /* wall time of the last progress line */
+    int progress_shown;           /* a terminal line to clear */
     char err[1024];
 } run;
 
@@ -428,6 +430,33 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
  * (0: none), with the epoch's training statistics and time.  *bad: the
  * training loss of the segment ending at r->k was not finite (then it
  * stops, with *bad_k0 the segment's first step). */
+/* Progress inside an epoch, on rank 0 (not with --quiet): on a terminal one
+ * line rewritten after every segment; otherwise (and under mpirun) a plain
+ * line at most every 30 s, so that logs of long runs show life and short
+ * runs stay quiet. */
+static void progress(run *r, int64_t k_end, const double ep_stats[3], double ep_time,
+                     int64_t ep_steps)
+{
+    double sum[3];
+    MPI_Reduce(ep_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
+    if (!r->root || r->o.quiet || r->k >= k_end || ep_time <= 0)
+        return;
+    /* mpirun hands its ranks a pseudo-terminal whether or not its own output
+     * is one (a log file, a pipe): under it, plain lines */
+    const int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE");
+    const double now = wall();
+    if (!tty && now - r->last_progress < 30.0)
+        return;
+    r->last_progress = now;
+    const double sps = (double)ep_steps * r->N * r->o.batch / ep_time;
+    const double eta = (double)(r->total - r->k) * r->N * r->o.batch / sps;
+    printf("%s  step %lld/%lld  %.0f samples/s  train loss %.4f  ETA %.0f s%s", tty ? "\r" : "",
+           (long long)r->k, (long long)r->total, sps, sum[2] > 0 ? sum[0] / sum[2] : 0.0, eta,
+           tty ? "\033[K" : "\n");
+    r->progress_shown = tty;
+    fflush(stdout);
+}
+
 static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
                        int64_t *ep_steps, int *bad, int64_t *bad_k0)
 {
@@ -462,6 +491,7 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         int stop = agreed_stop(st[0], bad);
         if (stop || *bad)
             return stop;
+        progress(r, k_end, ep_stats, *ep_time, *ep_steps);
     }
     return 0;
 }
@@ -471,6 +501,7 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
  * not finite (no checkpoint written then). */
 static int phase_train(run *r)
 {
+    r->last_progress = wall();   /* plain progress lines: the first after 30 s */
     const cdp_options *o = &r->o;
     int eval_failed = 0, eval_bad = 0, bad, diverged;
     int64_t bad_k0;
@@ -511,6 +542,10 @@ static int phase_train(run *r)
                     eval_failed = 0, eval_bad = isnan(line.test_loss) ? 2 : 1;
                 r->test_loss = line.test_loss;
                 r->test_acc = line.test_accuracy;
+            }
+            if (r->progress_shown) {   /* the epoch line replaces the progress line */
+                printf("\r\033[K");
+                r->progress_shown = 0;
             }
             if (!o->quiet) cdp_report_epoch_text(stdout, &line, r->nepochs);
             if (r->metrics) cdp_report_epoch_json(r->metrics, &line);
