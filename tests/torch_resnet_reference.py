@@ -317,24 +317,11 @@ def parse_split(text, nblocks, nstages=None):
 # ----------------------------------------------------------------- rules
 
 
-def offsets(rule, n, nstages):
-    if rule == "dp":
-        return [0] * n
-    return [(i * 2 * nstages) // n for i in range(n)]
-
-
 def lag_table(rule, n, nstages):
+    """DESIGN section 4's lag table, as the MLP reference writes it out."""
     if rule not in RULES:
         raise UsageError(f"unknown rule {rule}")
-    off = offsets(rule, n, nstages)
-    lag = [[0] * nstages for _ in range(n)]
-    for i in range(n):
-        for l in range(nstages):
-            if rule == "cdp-v1":
-                lag[i][l] = 1
-            elif rule == "cdp-v2":
-                lag[i][l] = 0 if off[n - 1] - off[i] <= 2 * l else 1
-    return lag
+    return _mlp_reference().lag_table(rule, n, nstages)
 
 
 def chan_combine(stats):
