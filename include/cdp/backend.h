@@ -154,6 +154,64 @@ typedef struct cdp_backend {
     /* y = a + b (y may alias a or b). */
     void (*add3)(size_t n, const float *a, const float *b, float *y);
 
+    /* ---- transformer kernels (tokens [B, T, D] row-major, PyTorch's
+     * layout).  A backend may leave these NULL, as the image kernels.  Each
+     * is deterministic and gives the same bits for every thread count. ---- */
+
+    /* For b < batch: C_b = alpha * op(A_b) op(B_b) + beta * C_b, row-major
+     * (C_b is M x N, op(A_b) M x K, op(B_b) K x N), op = transpose when tA
+     * (tB) is 1; X_b = X + b * sX; lda, ldb, ldc: row strides in floats.
+     * beta 0: C is written without being read (NaN in C does not leak). */
+    void (*gemm_batched)(int tA, int tB, int M, int N, int K, float alpha, const float *A,
+                         int lda, size_t sA, const float *Bm, int ldb, size_t sB, float beta,
+                         float *C, int ldc, size_t sC, int batch);
+    /* Row softmax in place over x[R, N], numerically stable: per row, with
+     * mx = max, e_j = expf(x_j - mx), s = sum of e_j in float in order
+     * j = 0..N-1 (as one thread would), x_j = e_j / s. */
+    void (*softmax_fwd)(int R, int N, float *x);
+    /* Backward of softmax_fwd, in place on dp: per row, with P its output,
+     * dot = sum of dp_j * P_j (float, order j = 0..N-1),
+     * dp_j = scale * (P_j * (dp_j - dot)). */
+    void (*softmax_bwd)(int R, int N, float scale, const float *P, float *dp);
+    /* LayerNorm over the last dim of x[R, D] (nn.LayerNorm): per row, in
+     * double over d = 0..D-1: mean = sum/D, var = sum of (x - mean)^2 / D;
+     * rstd = (float)(1 / sqrt(var + eps)); y = (x - (float)mean) * rstd *
+     * gamma + beta in float, in that order.  save[2R] = {(float)mean[R],
+     * rstd[R]} for the backward.  y may not alias x. */
+    void (*ln_fwd)(int R, int D, const float *x, const float *gamma, const float *beta,
+                   float eps, float *y, float *save);
+    /* Backward of ln_fwd: with xhat = (x - mean) * rstd and g = dy * gamma,
+     * per row (double): a = sum g, b = sum g * xhat; dx = rstd * (g - a/D -
+     * xhat * b/D); dgamma = sum over rows of dy * xhat, dbeta = sum over rows
+     * of dy (double, rows in order 0..R-1, whatever the threads).  dx may
+     * equal dy.  accumulate: dgamma, dbeta added to (as conv2d_bwd). */
+    void (*ln_bwd)(int R, int D, const float *x, const float *gamma, const float *save,
+                   const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
+    /* Exact GELU (nn.GELU()): y = x * 0.5 * (1 + erf(x / sqrt 2)), computed
+     * in double and rounded; backward dx = dy * (Phi(x) + x * phi(x)),
+     * Phi the normal CDF and phi its density, in double and rounded.  y may
+     * equal x; dx may equal dy. */
+    void (*gelu_fwd)(size_t n, const float *x, float *y);
+    void (*gelu_bwd)(size_t n, const float *x, const float *dy, float *dx);
+    /* Patch tokens and class token (torchvision's _process_input and
+     * torch.cat of class_token): x[B, D, n] (a conv output, n = h*w) ->
+     * y[B, n+1, D] with y[b,0,:] = cls and y[b,1+i,d] = x[b,d,i].
+     * Backward: dx[b,d,i] = dy[b,1+i,d]; dcls = sum over b (float, order
+     * b = 0..B-1) of dy[b,0,:], written, or added to with accumulate. */
+    void (*tokens_fwd)(int B, int D, int n, const float *x, const float *cls, float *y);
+    void (*tokens_bwd)(int B, int D, int n, const float *dy, float *dx, float *dcls,
+                       int accumulate);
+    /* y[b, :] = x[b, :] + p for b < R, rows of N (a position embedding
+     * broadcast over the batch); y may equal x. */
+    void (*add_rows)(int R, int N, const float *x, const float *p, float *y);
+    /* out[N] = sum over r = 0..R-1 of x[r, :] (float, in row order, whatever
+     * the threads), written, or added to out with accumulate (the bits of
+     * adding the sum afterwards). */
+    void (*sum_rows)(int R, int N, const float *x, float *out, int accumulate);
+    /* dst[r * dld + j] = src[r * sld + j] for r < R, j < N (a strided copy:
+     * selecting the class token, scattering its gradient). */
+    void (*copy_rows)(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
+
     /* Human-readable description for the banner (BLAS kernel, threads, device). */
     const char *(*describe)(void);
 

@@ -15,7 +15,8 @@
 #include <stdint.h>
 #include "cdp/backend.h"
 
-/* Shape of one sample: channels x height x width (features: c x 1 x 1). */
+/* Shape of one sample: channels x height x width (features: c x 1 x 1;
+ * tokens [T, D]: T x 1 x D, so that memory is PyTorch's [B, T, D]). */
 typedef struct cdp_shape {
     int c, h, w;
 } cdp_shape;
@@ -34,6 +35,12 @@ typedef enum cdp_layer_kind {
     CDP_LAYER_AVGPOOL,     /* global average pooling, [C,H,W] -> [C,1,1] */
     CDP_LAYER_FLATTEN,     /* [C,1,1] -> [C]: a view, no storage, no work */
     CDP_LAYER_ADD,         /* residual add of two tensors */
+    CDP_LAYER_LAYERNORM,   /* over the last dim of tokens [T, 1, D] */
+    CDP_LAYER_GELU,        /* exact (erf) */
+    CDP_LAYER_ATTENTION,   /* multi-head self-attention, fused QKV projection */
+    CDP_LAYER_CLASS_TOKEN, /* conv output [D, h, w] -> tokens [1 + h*w, 1, D], class token first */
+    CDP_LAYER_POS_EMBED,   /* tokens + learned position embedding */
+    CDP_LAYER_TOKEN_SELECT,/* tokens [T, 1, D] -> the first token [D, 1, 1] */
     CDP_LAYER_KINDS
 } cdp_layer_kind;
 
@@ -48,7 +55,9 @@ typedef enum cdp_tensor_kind {
 typedef enum cdp_init_kind {
     CDP_INIT_UNIFORM,      /* uniform in [-a, a] */
     CDP_INIT_NORMAL,       /* normal, mean 0, standard deviation a */
-    CDP_INIT_CONST         /* every element a */
+    CDP_INIT_CONST,        /* every element a */
+    CDP_INIT_TRUNC_NORMAL  /* normal, mean 0, standard deviation a, redrawn outside [-2, 2]
+                            * (nn.init.trunc_normal_'s default bounds) */
 } cdp_init_kind;
 
 typedef struct cdp_layer {
@@ -59,7 +68,10 @@ typedef struct cdp_layer {
     cdp_shape xs, ys;     /* input and output shape of one sample */
     int k, stride, pad;   /* conv2d, maxpool2d: square kernel */
     int bias;             /* conv2d: has a bias */
-    float eps, momentum;  /* batchnorm2d */
+    float eps, momentum;  /* batchnorm2d; eps: layernorm */
+    int rows;             /* linear: rows per sample (tokens: T, applied to the last dim
+                           * of [T, 1, D]); 0 or 1: the flattened sample */
+    int heads;            /* attention */
     int fuse_relu;        /* linear followed by an in-place relu: one kernel */
     /* set by the model: offsets in floats inside the stage's parameter
      * region (weight first, then bias; gamma then beta), of the buffers
