@@ -42,6 +42,7 @@ typedef struct cdp_tensor_info {
     int64_t shape[4];
     size_t off, n;        /* floats in the parameter buffer (counter: none) */
     int stage;
+    int layer, param;     /* the layer and its parameter description (cdp_layer_ops.params) */
 } cdp_tensor_info;
 
 /* A tensor of the layer graph (activations, not parameters). */

@@ -60,6 +60,16 @@ typedef enum cdp_init_kind {
                             * (nn.init.trunc_normal_'s default bounds) */
 } cdp_init_kind;
 
+/* Whose initialisation a linear or conv2d layer follows (the same layer
+ * kind is initialised differently by torchvision's ResNets and ViT). */
+typedef enum cdp_init_style {
+    CDP_INIT_STYLE_TORCH,      /* the module's own reset_parameters (ResNets: kaiming
+                                * normal fan_out for conv weights) */
+    CDP_INIT_STYLE_XAVIER,     /* ViT's MLP: xavier_uniform_ weight, normal(1e-6) bias */
+    CDP_INIT_STYLE_PATCH,      /* ViT's conv_proj: trunc_normal_(std sqrt(1/fan_in)), zero bias */
+    CDP_INIT_STYLE_ZERO        /* ViT's head: zeros */
+} cdp_init_style;
+
 typedef struct cdp_layer {
     cdp_layer_kind kind;
     char name[64];        /* PyTorch module path ("layer1.0.conv1"); "" for stateless */
@@ -69,9 +79,10 @@ typedef struct cdp_layer {
     int k, stride, pad;   /* conv2d, maxpool2d: square kernel */
     int bias;             /* conv2d: has a bias */
     float eps, momentum;  /* batchnorm2d; eps: layernorm */
-    int rows;             /* linear: rows per sample (tokens: T, applied to the last dim
-                           * of [T, 1, D]); 0 or 1: the flattened sample */
+    int tokens;           /* linear: applied to each token, the last dim of [T, 1, D]
+                           * (else to the flattened sample) */
     int heads;            /* attention */
+    cdp_init_style init;  /* linear, conv2d: whose initialisation */
     int fuse_relu;        /* linear followed by an in-place relu: one kernel */
     /* set by the model: offsets in floats inside the stage's parameter
      * region (weight first, then bias; gamma then beta), of the buffers
@@ -107,7 +118,7 @@ typedef struct cdp_layer_io {
     float *dx, *dx2;      /* backward: gradient of the inputs (NULL: not needed) */
     int relu_dx;          /* backward: mask dx by x > 0 (x is a ReLU's output) */
     int accumulate;       /* backward: add the parameter gradient into g */
-    float *ws;            /* conv2d scratch */
+    float *ws;            /* scratch: the layer's ws_floats */
 } cdp_layer_io;
 
 typedef struct cdp_layer_ops {
@@ -130,8 +141,11 @@ typedef struct cdp_layer_ops {
     int reads_input, reads_output;
     /* forward + backward FLOPs for B samples, with or without dx */
     double (*flops)(const cdp_layer *ly, int B, int need_dx);
-    /* conv2d scratch in floats for B samples (NULL: none) */
+    /* scratch in floats for B samples (NULL: none) */
     size_t (*ws_floats)(const cdp_layer *ly, const cdp_backend *be, int B);
+    /* 1 if its accumulating backward is exact on this backend at B (the
+     * bits of a separate result added after); NULL: exact by contract */
+    int (*accumulate_exact)(const cdp_layer *ly, const cdp_backend *be, int B);
     /* 1 if the backend has every kernel this layer needs */
     int (*supported)(const cdp_backend *be);
 } cdp_layer_ops;

@@ -26,11 +26,22 @@ int mb_maxpool(mb *b, int in, int k, int stride, int pad);
 int mb_avgpool(mb *b, int in);
 int mb_flatten(mb *b, int in);
 int mb_add(mb *b, int x, int y);
+/* Tokens [T, 1, D] (cdp/nn.h) */
+int mb_linear_tokens(mb *b, const char *name, int in, int out_features);
+int mb_layernorm(mb *b, const char *name, int in, float eps);
+int mb_gelu(mb *b, int in);
+int mb_attention(mb *b, const char *name, int in, int heads);
+int mb_class_token(mb *b, int in);
+int mb_pos_embed(mb *b, const char *name, int in);
+int mb_token_select(mb *b, int in);
+/* Sets the initialisation of the layer that produced tensor t; returns t. */
+int mb_init_style(mb *b, int t, cdp_init_style style);
 
 /* Builders: add blocks to b->m (input node 0 of shape m->input). 0, or -1
  * with a message.  default_stages: the stage count when --stages is not
  * given. */
 int cdp_build_mlp(mb *b, const char *spec, int *default_stages);
 int cdp_build_resnet(mb *b, const char *spec, int *default_stages);
+int cdp_build_vit(mb *b, const char *spec, int *default_stages);
 
 #endif

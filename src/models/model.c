@@ -142,6 +142,56 @@ int mb_add(mb *b, int x, int y)
     return add_layer(b, named(CDP_LAYER_ADD, "add"), x, y);
 }
 
+int mb_init_style(mb *b, int t, cdp_init_style style)
+{
+    if (t < 0 || b->failed)
+        return -1;
+    b->m->layers[b->m->nodes[t].producer].init = style;
+    return t;
+}
+
+int mb_linear_tokens(mb *b, const char *name, int in, int out_features)
+{
+    cdp_layer ly = named(CDP_LAYER_LINEAR, name);
+    ly.tokens = 1;
+    ly.ys.w = out_features;
+    return add_layer(b, ly, in, -1);
+}
+
+int mb_layernorm(mb *b, const char *name, int in, float eps)
+{
+    cdp_layer ly = named(CDP_LAYER_LAYERNORM, name);
+    ly.eps = eps;
+    return add_layer(b, ly, in, -1);
+}
+
+int mb_gelu(mb *b, int in)
+{
+    return add_layer(b, named(CDP_LAYER_GELU, "gelu"), in, -1);
+}
+
+int mb_attention(mb *b, const char *name, int in, int heads)
+{
+    cdp_layer ly = named(CDP_LAYER_ATTENTION, name);
+    ly.heads = heads;
+    return add_layer(b, ly, in, -1);
+}
+
+int mb_class_token(mb *b, int in)
+{
+    return add_layer(b, named(CDP_LAYER_CLASS_TOKEN, ""), in, -1);
+}
+
+int mb_pos_embed(mb *b, const char *name, int in)
+{
+    return add_layer(b, named(CDP_LAYER_POS_EMBED, name), in, -1);
+}
+
+int mb_token_select(mb *b, int in)
+{
+    return add_layer(b, named(CDP_LAYER_TOKEN_SELECT, "select"), in, -1);
+}
+
 /* ------------------------------------------------------------ FLOPs */
 
 static double layer_flops(const cdp_model *m, int j, int B)
@@ -287,7 +337,10 @@ static void layout_params(cdp_model *m)
                 m->tensors = grow(m->tensors, &cap, nt + 1, sizeof *m->tensors);
                 cdp_tensor_info *t = &m->tensors[nt++];
                 memset(t, 0, sizeof *t);
-                snprintf(t->name, sizeof t->name, "%s.%s", ly->name, d[k].suffix);
+                snprintf(t->name, sizeof t->name, "%s%s%s", ly->name, ly->name[0] ? "." : "",
+                         d[k].suffix);
+                t->layer = j;
+                t->param = k;
                 t->kind = d[k].kind;
                 t->ndim = d[k].ndim;
                 memcpy(t->shape, d[k].shape, sizeof t->shape);
@@ -420,12 +473,14 @@ static const struct {
 } builders[] = {
     { "mlp:", cdp_build_mlp },
     { "resnet", cdp_build_resnet },
+    { "vit", cdp_build_vit },
 };
 
 const char *cdp_model_names(void)
 {
     return "mlp:IN-H1-...-OUT, resnet20, resnet32, resnet56, resnet18, resnet34, resnet50, "
-           "resnet18-cifar, resnet34-cifar, resnet50-cifar";
+           "resnet18-cifar, resnet34-cifar, resnet50-cifar, vit:patch=P,dim=D,depth=K,heads=H,"
+           "mlp=M, vit-tiny, vit-b16";
 }
 
 int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t errlen)
@@ -590,11 +645,9 @@ size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
 int cdp_model_accumulate_exact(const cdp_backend *be, const cdp_model *m, int B)
 {
     for (int j = 0; j < m->nlayers; j++) {
-        const cdp_layer *ly = &m->layers[j];
-        if (ly->kind != CDP_LAYER_LINEAR)
-            continue;   /* the other kernels accumulate exactly by contract */
-        if (!be->accumulate_exact ||
-            !be->accumulate_exact(B, (int)cdp_shape_n(ly->xs), ly->ys.c))
+        const cdp_layer_ops *ops = cdp_layer_ops_of(m->layers[j].kind);
+        /* the other kernels accumulate exactly by contract */
+        if (ops->accumulate_exact && !ops->accumulate_exact(&m->layers[j], be, B))
             return 0;
     }
     return 1;

@@ -494,23 +494,10 @@ void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params)
         const cdp_tensor_info *t = &m->tensors[j];
         if (t->kind == CDP_TENSOR_COUNTER)
             continue;
-        /* the layer's description of this tensor */
         cdp_param_desc d[8];
-        const cdp_layer *ly = NULL;
-        int nd = 0, k = 0;
-        for (int q = 0; q < m->nlayers && !ly; q++) {
-            size_t len = strlen(m->layers[q].name);
-            if (len && strncmp(t->name, m->layers[q].name, len) == 0 && t->name[len] == '.' &&
-                m->layers[q].kind != CDP_LAYER_RELU) {
-                nd = cdp_layer_ops_of(m->layers[q].kind)->params(&m->layers[q], d);
-                for (k = 0; k < nd; k++)
-                    if (strcmp(d[k].suffix, t->name + len + 1) == 0)
-                        break;
-                if (k < nd)
-                    ly = &m->layers[q];
-            }
-        }
-        if (!ly) abort();
+        const cdp_layer *ly = &m->layers[t->layer];
+        cdp_layer_ops_of(ly->kind)->params(ly, d);
+        const int k = t->param;
         float *p = host_params + t->off;
         const float a = d[k].a;
         switch (d[k].init) {
@@ -525,6 +512,23 @@ void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params)
                 double u1 = 1.0 - (double)cdp_rand_unit(seed, (uint64_t)j, 2 * i);
                 double u2 = (double)cdp_rand_unit(seed, (uint64_t)j, 2 * i + 1);
                 p[i] = (float)(a * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+            }
+            break;
+        case CDP_INIT_TRUNC_NORMAL:
+            /* the normal draws of CDP_INIT_NORMAL; one outside [-2, 2] is
+             * redrawn from the pair (2i + 2R, 2i + 1 + 2R) of the stream,
+             * R = 1, 2, ... (R * 2 * n past the first draws) */
+            for (size_t i = 0; i < t->n; i++) {
+                double v;
+                uint64_t r = 0;
+                do {
+                    uint64_t q = 2 * (i + r * t->n);
+                    double u1 = 1.0 - (double)cdp_rand_unit(seed, (uint64_t)j, q);
+                    double u2 = (double)cdp_rand_unit(seed, (uint64_t)j, q + 1);
+                    v = a * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+                    r++;
+                } while (v < -2.0 || v > 2.0);
+                p[i] = (float)v;
             }
             break;
         case CDP_INIT_CONST:

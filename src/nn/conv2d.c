@@ -30,6 +30,12 @@ static int shape(cdp_layer *ly, char *err, size_t errlen)
 static int params(const cdp_layer *ly, cdp_param_desc *d)
 {
     const int o = ly->ys.c, i = ly->xs.c, k = ly->k;
+    if (ly->init == CDP_INIT_STYLE_PATCH) {   /* ViT's conv_proj */
+        d[0] = (cdp_param_desc){ "weight", CDP_TENSOR_PARAM, 4, { o, i, k, k },
+                                 CDP_INIT_TRUNC_NORMAL, sqrtf(1.0f / (float)(i * k * k)) };
+        d[1] = (cdp_param_desc){ "bias", CDP_TENSOR_PARAM, 1, { o }, CDP_INIT_CONST, 0.0f };
+        return ly->bias ? 2 : 1;
+    }
     d[0] = (cdp_param_desc){ "weight", CDP_TENSOR_PARAM, 4, { o, i, k, k }, CDP_INIT_NORMAL,
                              sqrtf(2.0f / (float)(o * k * k)) };
     if (!ly->bias)

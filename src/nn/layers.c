@@ -13,6 +13,12 @@ const cdp_layer_ops *cdp_layer_ops_of(cdp_layer_kind kind)
     case CDP_LAYER_AVGPOOL: return &cdp_avgpool_ops;
     case CDP_LAYER_FLATTEN: return &cdp_flatten_ops;
     case CDP_LAYER_ADD: return &cdp_add_ops;
+    case CDP_LAYER_LAYERNORM: return &cdp_layernorm_ops;
+    case CDP_LAYER_GELU: return &cdp_gelu_ops;
+    case CDP_LAYER_ATTENTION: return &cdp_attention_ops;
+    case CDP_LAYER_CLASS_TOKEN: return &cdp_class_token_ops;
+    case CDP_LAYER_POS_EMBED: return &cdp_pos_embed_ops;
+    case CDP_LAYER_TOKEN_SELECT: return &cdp_token_select_ops;
     default: return NULL;
     }
 }

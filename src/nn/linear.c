@@ -1,45 +1,76 @@
-/* Linear (nn.Linear): y[B,out] = x[B,in] W^T + b, W [out,in]. */
+/* Linear (nn.Linear): y[R,out] = x[R,in] W^T + b, W [out,in], with R = B
+ * (the flattened sample) or R = B*T (tokens: applied to each of the T
+ * tokens of [T, 1, in]). */
 #include <math.h>
 #include "layers.h"
+
+static int in_features(const cdp_layer *ly)
+{
+    return ly->tokens ? ly->xs.w : (int)cdp_shape_n(ly->xs);
+}
+
+/* rows of the GEMM for B samples */
+static int rows(const cdp_layer *ly, int B)
+{
+    return ly->tokens ? B * ly->xs.c * ly->xs.h : B;
+}
 
 static int shape(cdp_layer *ly, char *err, size_t errlen)
 {
     (void)err; (void)errlen;
-    ly->ys = (cdp_shape){ ly->ys.c, 1, 1 };   /* out features set by the builder */
+    /* out features set by the builder in ys.c (flattened) or ys.w (tokens) */
+    if (ly->tokens)
+        ly->ys = (cdp_shape){ ly->xs.c, ly->xs.h, ly->ys.w };
+    else
+        ly->ys = (cdp_shape){ ly->ys.c, 1, 1 };
     return 0;
 }
 
-/* nn.Linear's default: W and b uniform in [-1/sqrt(in), 1/sqrt(in)] */
+static int out_features(const cdp_layer *ly)
+{
+    return ly->tokens ? ly->ys.w : ly->ys.c;
+}
+
 static int params(const cdp_layer *ly, cdp_param_desc *d)
 {
-    const int in = (int)cdp_shape_n(ly->xs), out = ly->ys.c;
-    const float bound = 1.0f / sqrtf((float)in);
-    d[0] = (cdp_param_desc){ "weight", CDP_TENSOR_PARAM, 2, { out, in }, CDP_INIT_UNIFORM, bound };
-    d[1] = (cdp_param_desc){ "bias", CDP_TENSOR_PARAM, 1, { out }, CDP_INIT_UNIFORM, bound };
+    const int in = in_features(ly), out = out_features(ly);
+    /* nn.Linear's default: W and b uniform in [-1/sqrt(in), 1/sqrt(in)] */
+    cdp_init_kind wk = CDP_INIT_UNIFORM, bk = CDP_INIT_UNIFORM;
+    float wa = 1.0f / sqrtf((float)in), ba = wa;
+    if (ly->init == CDP_INIT_STYLE_XAVIER) {
+        wa = sqrtf(6.0f / (float)(in + out));
+        bk = CDP_INIT_NORMAL;
+        ba = 1e-6f;
+    } else if (ly->init == CDP_INIT_STYLE_ZERO) {
+        wk = bk = CDP_INIT_CONST;
+        wa = ba = 0.0f;
+    }
+    d[0] = (cdp_param_desc){ "weight", CDP_TENSOR_PARAM, 2, { out, in }, wk, wa };
+    d[1] = (cdp_param_desc){ "bias", CDP_TENSOR_PARAM, 1, { out }, bk, ba };
     return 2;
 }
 
 static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     (void)train;
-    const int in = (int)cdp_shape_n(ly->xs), out = ly->ys.c;
-    io->be->linear_fwd(io->B, in, out, io->x, io->p, io->p + (size_t)in * out, io->y,
+    const int in = in_features(ly), out = out_features(ly);
+    io->be->linear_fwd(rows(ly, io->B), in, out, io->x, io->p, io->p + (size_t)in * out, io->y,
                        ly->fuse_relu);
 }
 
 static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 {
-    const int in = (int)cdp_shape_n(ly->xs), out = ly->ys.c;
-    io->be->linear_bwd(io->B, in, out, io->x, io->p, io->dy, io->dx, io->g,
+    const int in = in_features(ly), out = out_features(ly);
+    io->be->linear_bwd(rows(ly, io->B), in, out, io->x, io->p, io->dy, io->dx, io->g,
                        io->g + (size_t)in * out, io->relu_dx, io->accumulate);
 }
 
 /* forward GEMM and bias, dW GEMM and bias column sums, dx GEMM if needed */
 static double flops(const cdp_layer *ly, int B, int need_dx)
 {
-    double in = (double)cdp_shape_n(ly->xs), out = ly->ys.c, b = B;
-    double mm = 2.0 * b * in * out;
-    return mm * (need_dx ? 3.0 : 2.0) + 2.0 * b * out;
+    double in = in_features(ly), out = out_features(ly), r = rows(ly, B);
+    double mm = 2.0 * r * in * out;
+    return mm * (need_dx ? 3.0 : 2.0) + 2.0 * r * out;
 }
 
 static int supported(const cdp_backend *be)
@@ -47,7 +78,14 @@ static int supported(const cdp_backend *be)
     return be->linear_fwd && be->linear_bwd;
 }
 
+static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
+{
+    return be->accumulate_exact &&
+           be->accumulate_exact(rows(ly, B), in_features(ly), out_features(ly));
+}
+
 const cdp_layer_ops cdp_linear_ops = {
     .name = "linear", .shape = shape, .params = params, .fwd = fwd, .bwd = bwd,
-    .reads_input = 1, .flops = flops, .supported = supported,
+    .reads_input = 1, .flops = flops, .accumulate_exact = accumulate_exact,
+    .supported = supported,
 };

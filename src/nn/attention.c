@@ -1,0 +1,163 @@
+/* Multi-head self-attention as nn.MultiheadAttention(D, H, batch_first)
+ * called with (x, x, x): a fused QKV projection (in_proj_weight [3D, D],
+ * in_proj_bias), per head h of d = D/H features
+ *     P_h = softmax(Q_h K_h^T / sqrt(d)),  O_h = P_h V_h,
+ * the heads side by side in O [T, D], and out_proj.  Kept for the backward:
+ * QKV [T, 3D], P [H, T, T] and O [T, D] per sample. */
+#include <math.h>
+#include <stdio.h>
+#include "layers.h"
+
+typedef struct dims {
+    int T, D, H, d;
+} dims;
+
+static dims dims_of(const cdp_layer *ly)
+{
+    dims z = { ly->xs.c * ly->xs.h, ly->xs.w, ly->heads, 0 };
+    z.d = z.H > 0 ? z.D / z.H : 0;
+    return z;
+}
+
+static int shape(cdp_layer *ly, char *err, size_t errlen)
+{
+    dims z = dims_of(ly);
+    if (z.H < 1 || z.D % z.H) {
+        snprintf(err, errlen, "%s: %d features do not split into %d heads", ly->name, z.D, z.H);
+        return -1;
+    }
+    ly->ys = ly->xs;
+    return 0;
+}
+
+/* in_proj: xavier_uniform_ (fan_in D, fan_out 3D), zero bias; out_proj:
+ * nn.Linear's default weight, zero bias (MultiheadAttention's
+ * _reset_parameters) */
+static int params(const cdp_layer *ly, cdp_param_desc *d)
+{
+    const int D = ly->xs.w;
+    d[0] = (cdp_param_desc){ "in_proj_weight", CDP_TENSOR_PARAM, 2, { 3 * D, D },
+                             CDP_INIT_UNIFORM, sqrtf(6.0f / (float)(4 * D)) };
+    d[1] = (cdp_param_desc){ "in_proj_bias", CDP_TENSOR_PARAM, 1, { 3 * D }, CDP_INIT_CONST, 0.0f };
+    d[2] = (cdp_param_desc){ "out_proj.weight", CDP_TENSOR_PARAM, 2, { D, D }, CDP_INIT_UNIFORM,
+                             1.0f / sqrtf((float)D) };
+    d[3] = (cdp_param_desc){ "out_proj.bias", CDP_TENSOR_PARAM, 1, { D }, CDP_INIT_CONST, 0.0f };
+    return 4;
+}
+
+static size_t save_per_sample(const cdp_layer *ly)
+{
+    dims z = dims_of(ly);
+    return 4 * (size_t)z.T * z.D + (size_t)z.H * z.T * z.T;
+}
+
+/* backward scratch: dO [B, T, D], dQKV [B, T, 3D], dP of one sample [H, T, T] */
+static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
+{
+    (void)be;
+    dims z = dims_of(ly);
+    return 4 * (size_t)B * z.T * z.D + (size_t)z.H * z.T * z.T;
+}
+
+typedef struct views {
+    const float *w_in, *b_in, *w_out, *b_out;
+    float *qkv, *P, *O;
+} views;
+
+static views views_of(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    dims z = dims_of(ly);
+    const size_t D = (size_t)z.D, B = (size_t)io->B;
+    views v;
+    v.w_in = io->p;
+    v.b_in = v.w_in + 3 * D * D;
+    v.w_out = v.b_in + 3 * D;
+    v.b_out = v.w_out + D * D;
+    v.qkv = io->save;
+    v.P = v.qkv + B * z.T * 3 * D;
+    v.O = v.P + B * z.H * z.T * z.T;
+    return v;
+}
+
+static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
+{
+    (void)train;
+    const cdp_backend *be = io->be;
+    dims z = dims_of(ly);
+    views v = views_of(ly, io);
+    const int R = io->B * z.T, D3 = 3 * z.D;
+    const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3;
+    be->linear_fwd(R, z.D, D3, io->x, v.w_in, v.b_in, v.qkv, 0);
+    for (int b = 0; b < io->B; b++) {
+        const float *q = v.qkv + b * qs;
+        be->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f / sqrtf((float)z.d), q, D3, z.d, q + z.D, D3,
+                         z.d, 0.0f, v.P + b * z.H * TT, z.T, TT, z.H);
+    }
+    be->softmax_fwd(io->B * z.H * z.T, z.T, v.P);
+    for (int b = 0; b < io->B; b++) {
+        const float *q = v.qkv + b * qs;
+        be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, v.P + b * z.H * TT, z.T, TT, q + 2 * z.D,
+                         D3, z.d, 0.0f, v.O + (size_t)b * z.T * z.D, z.D, z.d, z.H);
+    }
+    be->linear_fwd(R, z.D, z.D, v.O, v.w_out, v.b_out, io->y, 0);
+}
+
+static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    const cdp_backend *be = io->be;
+    dims z = dims_of(ly);
+    views v = views_of(ly, io);
+    const int R = io->B * z.T, D3 = 3 * z.D;
+    const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3, os = (size_t)z.T * z.D;
+    const size_t D = (size_t)z.D;
+    float *dO = io->ws, *dqkv = dO + (size_t)R * D, *dP = dqkv + (size_t)R * D3;
+    float *g_win = io->g, *g_bin = g_win + 3 * D * D, *g_wout = g_bin + 3 * D,
+          *g_bout = g_wout + D * D;
+
+    be->linear_bwd(R, z.D, z.D, v.O, v.w_out, io->dy, dO, g_wout, g_bout, 0, io->accumulate);
+    for (int b = 0; b < io->B; b++) {
+        const float *q = v.qkv + b * qs, *P = v.P + b * z.H * TT, *dOb = dO + b * os;
+        float *dq = dqkv + b * qs;
+        /* dP = dO V^T, dV = P^T dO */
+        be->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f, dOb, z.D, z.d, q + 2 * z.D, D3, z.d, 0.0f,
+                         dP, z.T, TT, z.H);
+        be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, P, z.T, TT, dOb, z.D, z.d, 0.0f,
+                         dq + 2 * z.D, D3, z.d, z.H);
+        /* dS = P * (dP - rowsum(dP * P)) / sqrt(d); dQ = dS K, dK = dS^T Q */
+        be->softmax_bwd(z.H * z.T, z.T, 1.0f / sqrtf((float)z.d), P, dP);
+        be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, dP, z.T, TT, q + z.D, D3, z.d, 0.0f, dq, D3,
+                         z.d, z.H);
+        be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, dP, z.T, TT, q, D3, z.d, 0.0f, dq + z.D, D3,
+                         z.d, z.H);
+    }
+    be->linear_bwd(R, z.D, D3, io->x, v.w_in, dqkv, io->dx, g_win, g_bin, 0, io->accumulate);
+}
+
+static double flops(const cdp_layer *ly, int B, int need_dx)
+{
+    dims z = dims_of(ly);
+    const double r = (double)B * z.T, D = z.D, T = z.T;
+    const double proj = 2.0 * r * D * 4.0 * D;        /* QKV and out projections */
+    const double att = 2.0 * 2.0 * r * T * D;         /* Q K^T and P V over the heads */
+    return proj * (need_dx ? 3.0 : 2.0) + att * 3.0 + 5.0 * B * z.H * T * T;
+}
+
+/* both projections accumulate through linear_bwd */
+static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
+{
+    dims z = dims_of(ly);
+    return be->accumulate_exact && be->accumulate_exact(B * z.T, z.D, 3 * z.D) &&
+           be->accumulate_exact(B * z.T, z.D, z.D);
+}
+
+static int supported(const cdp_backend *be)
+{
+    return be->linear_fwd && be->linear_bwd && be->gemm_batched && be->softmax_fwd &&
+           be->softmax_bwd;
+}
+
+const cdp_layer_ops cdp_attention_ops = {
+    .name = "attention", .shape = shape, .params = params, .save_per_sample = save_per_sample,
+    .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops, .ws_floats = ws_floats,
+    .accumulate_exact = accumulate_exact, .supported = supported,
+};
