@@ -4,7 +4,7 @@ load_state_dict(strict=True) and evaluates it on the Fashion-MNIST test set.
 Needs torch, torchvision and numpy (no safetensors package):
     python3 examples/load_resnet.py weights.safetensors resnet18-cifar [DATA_DIR]
 resnet18/34/50 and their -cifar variants come from torchvision; for
-resnet20/32/56 see tests/torch_resnet_reference.py --evaluate."""
+resnet20/32/56 see tests/torch_model_reference.py --evaluate."""
 import gzip, json, struct, sys
 import numpy as np
 import torch

@@ -44,3 +44,52 @@ finish() {
     fi
     exit 0
 }
+
+# frameworks_bitwise MODEL COMMON: under cdp_run COMMON (which must give
+# N = L = 4 workers and stages), cdp-v1, cdp-v2 and dp --deterministic
+# bitwise identical on 1, 2, 3 and 4 ranks (byte-identical files) and to the
+# serial reference (--verify); zero on 2 ranks and model-parallel on 4
+# bitwise equal to replicated; dp with MPI_Allreduce within 1e-5; the rules
+# differ, so none of this is vacuous.
+frameworks_bitwise() {
+    local M=$1 common=$2 rule tag out np pair d
+    d=$(mktemp -d "$TMP/frameworks.XXXXXX")
+    for rule in cdp-v1 cdp-v2 "dp --deterministic"; do
+        tag=${rule%% *}
+        out=$(run 1 $common --rule $rule --verify --save-weights "$d/$tag-1.st" 2>&1)
+        if [ $? -eq 0 ] && echo "$out" | grep -q " 0 of .* differ bitwise"; then
+            pass "$M $rule: 1 rank equals the serial reference bitwise (buffers included)"
+        else
+            fail "$M $rule --verify: $out"
+        fi
+        for np in 2 3 4; do
+            run $np $common --rule $rule --save-weights "$d/$tag-$np.st" >/dev/null \
+                || fail "$M $rule on $np ranks did not run"
+            same $M "$d/$tag-$np.st" "$d/$tag-1.st" 0 "$M $rule: $np ranks bitwise equal to 1 rank"
+            if cmp -s "$d/$tag-$np.st" "$d/$tag-1.st"; then
+                pass "$M $rule: $np ranks: the saved file is byte-identical to 1 rank's"
+            else
+                fail "$M $rule: $np ranks: the saved file differs from 1 rank's (cmp)"
+            fi
+        done
+        run 2 $common --rule $rule --framework zero --save-weights "$d/$tag-zero.st" >/dev/null \
+            && same $M "$d/$tag-zero.st" "$d/$tag-1.st" 0 "$M $rule: zero on 2 ranks = replicated" \
+            || fail "$M $rule: zero on 2 ranks did not run"
+    done
+    # model-parallel: cdp-v2 with N = L = 4 shares 4 ranks
+    run 4 $common --rule cdp-v2 --framework model-parallel --save-weights "$d/mp.st" >/dev/null \
+        && same $M "$d/mp.st" "$d/cdp-v2-1.st" 0 "$M cdp-v2: model-parallel on 4 ranks = replicated" \
+        || fail "$M cdp-v2: model-parallel on 4 ranks did not run"
+    # dp with MPI_Allreduce: the sum's order is MPI's, 1e-5
+    run 2 $common --rule dp --save-weights "$d/dp-ar.st" >/dev/null || fail "$M dp on 2 ranks did not run"
+    same $M "$d/dp-ar.st" "$d/dp-1.st" 1e-5 "$M dp with MPI_Allreduce on 2 ranks within 1e-5"
+    # the rules differ, so the checks above are not vacuous
+    for pair in "cdp-v1 dp" "cdp-v2 dp" "cdp-v1 cdp-v2"; do
+        set -- $pair
+        if "$COMPARE" $M "$d/$1-1.st" "$d/$2-1.st" 0 >/dev/null; then
+            fail "$M: $1 and $2 give the same weights"
+        else
+            pass "$M: $1 differs from $2"
+        fi
+    done
+}

@@ -1,6 +1,6 @@
 #!/bin/bash
 # ResNet parity with an independent PyTorch implementation of
-# doc/reference.md section 3 (tests/torch_resnet_reference.py: torchvision modules,
+# doc/reference.md section 3 (tests/torch_model_reference.py: torchvision modules,
 # torch.optim.SGD, nn.BatchNorm2d train-mode forward, running statistics once
 # per step from the whole step's batch).
 #
@@ -30,135 +30,9 @@
 # NOISE line before suspecting cdp.
 #
 # Skips (77) without /usr/bin/python3 + torch + torchvision or without the
-# data files.  Environment (from the automake harness): top_builddir,
-# top_srcdir, MPIRUN.
+# data files (tests/parity_lib.sh, which runs the cases).
 
-set -u
-
-PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
-DATA=${CDP_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-here=$(cd "$(dirname "$0")" && pwd)
-srcdir=${top_srcdir:-$(cd "$here/.." && pwd)}
-builddir=${top_builddir:-$(pwd)}
-REF=$srcdir/tests/torch_resnet_reference.py
-CDP=$builddir/cdp_run
-MPIRUN=${MPIRUN:-mpirun}
-TOL=1e-4
-TOL_CHANGE=1e-3
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
-[ -x "$PY" ] || skip "$PY not found"
-"$PY" -c 'import torch, torchvision, numpy' >/dev/null 2>&1 \
-    || skip "$PY cannot import torch, torchvision and numpy"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
-    [ -f "$DATA/$f.gz" ] || [ -f "$DATA/$f" ] || skip "Fashion-MNIST file $DATA/$f(.gz) missing"
-done
-[ -f "$REF" ] || fail "$REF missing"
-[ -x "$CDP" ] || fail "$CDP missing (build first)"
-
-TO=
-TOPY=
-if command -v timeout >/dev/null 2>&1; then
-    TO="timeout 300"
-    TOPY="timeout 600"
-fi
-have_mpi=1
-if [ "$MPIRUN" = none ] || ! command -v "${MPIRUN%% *}" >/dev/null 2>&1; then
-    have_mpi=0
-    echo "note: no MPI launcher ($MPIRUN); the 2-rank cases run on one rank"
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cdp_resnet_parity.XXXXXX") || fail "mktemp"
-trap 'rm -rf "$tmp"' EXIT
-
-bad=0
-
-# run_model MODEL SEED B K L LR "N:RANKS ..."
-run_model() {
-    local model=$1 seed=$2 B=$3 K=$4 L=$5 lr=$6 configs=$7
-    local opts="--batch $B --steps $K --lr $lr --momentum 0.9 --weight-decay 5e-4"
-    local init=$tmp/$model-init.st
-    echo "== $model: B=$B K=$K L=$L lr=$lr, init seed $seed"
-    $TOPY "$PY" "$REF" --write-init "$init" --model "$model" --seed "$seed" --in-channels 1 \
-        || fail "$model: could not write the initial weights"
-
-    # cdp's stage split (FLOPs-balanced, decided by cdp)
-    local plan=$tmp/$model-plan.log first_n=${configs%%:*}
-    # shellcheck disable=SC2086
-    if ! $TO "$CDP" --plan --model "$model" --data fashion-mnist --data-dir "$DATA" \
-            --stages "$L" --workers "$first_n" --batch "$B" --rule cdp-v2 >"$plan" 2>&1; then
-        cat "$plan"
-        fail "$model: cdp_run --plan failed"
-    fi
-    local split
-    split=$(sed -n 's/^stages: \([0-9][0-9,]*\) blocks$/\1/p' "$plan" | head -1)
-    [ -n "$split" ] || { cat "$plan"; fail "$model: cdp_run --plan printed no 'stages: a,b,c blocks' line"; }
-    echo "cdp's split: $split blocks"
-
-    local cases=() cfg n ranks launch out log last_n=
-    for cfg in $configs; do
-        n=${cfg%%:*}
-        ranks=${cfg##*:}
-        launch=
-        if [ "$ranks" -gt 1 ] && [ $have_mpi = 1 ]; then
-            launch="$MPIRUN --allow-run-as-root --oversubscribe -np $ranks"
-        else
-            ranks=1
-        fi
-        for rule in dp cdp-v1 cdp-v2; do
-            out=$tmp/$model-$rule-n$n.st
-            log=$tmp/$model-$rule-n$n.log
-            echo "cdp_run --model $model --rule $rule --workers $n ($ranks rank(s))"
-            # shellcheck disable=SC2086
-            if ! $TO $launch "$CDP" --model "$model" --data fashion-mnist --data-dir "$DATA" \
-                    --no-shuffle --rule $rule --workers $n $opts --stages "$L" \
-                    --init-weights "$init" --save-weights "$out" \
-                    --eval-every 0 --quiet >"$log" 2>&1; then
-                cat "$log"
-                fail "cdp_run --model $model --rule $rule --workers $n on $ranks rank(s) failed"
-            fi
-            [ -s "$out" ] || { cat "$log"; fail "cdp_run wrote no $out"; }
-            cases+=(--case "$rule:$n:$out")
-        done
-        last_n=$n
-    done
-    # negative control: the cdp-v1 trajectory must not match the dp run
-    cases+=(--case "cdp-v1:$last_n:$tmp/$model-dp-n$last_n.st")
-    local nexp=${#cases[@]}
-    nexp=$((nexp / 2))
-
-    local rlog=$tmp/$model-ref.log rc
-    # shellcheck disable=SC2086
-    $TOPY "$PY" "$REF" --model "$model" --init-weights "$init" $opts \
-        --stages-split "$split" --stages "$L" --data-dir "$DATA" \
-        --tol $TOL --tol-change $TOL_CHANGE --noise "${cases[@]}" >"$rlog" 2>&1
-    rc=$?
-    cat "$rlog"
-    [ $rc = 0 ] || [ $rc = 1 ] || fail "$model: torch_resnet_reference.py exited with $rc"
-    local nres
-    nres=$(grep -c '^RESULT ' "$rlog")
-    [ "$nres" = "$nexp" ] || fail "$model: expected $nexp RESULT lines, got $nres"
-    local i=0 line
-    while IFS= read -r line; do
-        i=$((i + 1))
-        if [ $i -lt "$nexp" ]; then
-            case $line in
-                *" ok") ;;
-                *) echo "mismatch ($model): $line"; bad=1 ;;
-            esac
-        else
-            case $line in
-                *" FAIL") echo "negative control ($model) differs as it should: $line" ;;
-                *) echo "negative control ($model) matched (the comparison is vacuous): $line"; bad=1 ;;
-            esac
-        fi
-    done < <(grep '^RESULT ' "$rlog")
-}
+. "$(dirname "$0")/parity_lib.sh"
 
 # Seeds and lr from a calibration of the reference's float32-vs-float64
 # distance (max over rules and N) and of the control's distance (cdp-v1 vs dp):
@@ -167,26 +41,12 @@ run_model() {
 #   float64 1.7e-3 while the gradient at the same P(1) agrees to 1e-6: a ReLU near its
 #   kink, chaos, not a bug)
 # (other seeds reach 1e-3..8e-3 noise: one flipped ReLU input is enough).
-#          model          seed B K L lr   N:ranks
-run_model  resnet20       2    4 3 3 0.01 "2:1 4:2"
-run_model  resnet18-cifar 7    2 2 4 0.01 "2:2"
+sgd="--lr 0.01 --momentum 0.9 --weight-decay 5e-4"
+write_init resnet20 2 "$tmp/resnet20-init.st"
+parity resnet20 resnet20 "$tmp/resnet20-init.st" 4 3 3 "2:1 4:2" "$sgd"
+write_init resnet18-cifar 7 "$tmp/resnet18-cifar-init.st"
+parity resnet18-cifar resnet18-cifar "$tmp/resnet18-cifar-init.st" 2 2 4 "2:2" "$sgd"
 
-# cdp's weights (running statistics included) load into torchvision's module
-# with strict=True and give cdp's own test accuracy (float rounding may move
-# a handful of the 10,000 predictions)
-w=$tmp/trained.st
-out=$($TO "$CDP" --model resnet20 --data fashion-mnist --data-dir "$DATA" --workers 2 --batch 32 \
-      --steps 40 --lr 0.05 --rule cdp-v2 --quiet --save-weights "$w" 2>&1) || { echo "$out"; fail "training resnet20 for the load test failed"; }
-cdp_acc=$(echo "$out" | sed -n 's/^test_accuracy \([0-9.]*\).*/\1/p')
-ev=$($TO "$PY" "$REF" --evaluate "$w" --model resnet20 --data-dir "$DATA" 2>&1) || { echo "$ev"; fail "torchvision did not load cdp's resnet20 (strict)"; }
-echo "$ev"
-t_acc=$(echo "$ev" | sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p')
-if awk -v a="$cdp_acc" -v b="$t_acc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0.3 && d <= 0.002) }'; then
-    echo "load: cdp test accuracy $cdp_acc, torchvision with cdp's weights $t_acc"
-else
-    echo "load: cdp test accuracy '$cdp_acc' vs torchvision '$t_acc' (want > 0.3 and within 0.002)"; bad=1
-fi
+load_test resnet20 "--workers 2 --batch 32 --steps 40 --lr 0.05 --rule cdp-v2"
 
-[ $bad = 0 ] || fail "cdp_run and the PyTorch reference disagree"
-echo "PASS: cdp_run's ResNets match the PyTorch reference for dp, cdp-v1, cdp-v2 (rel <= $TOL, rel_change <= $TOL_CHANGE)"
-exit 0
+finish "cdp_run's ResNets match the PyTorch reference for dp, cdp-v1, cdp-v2"

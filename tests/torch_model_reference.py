@@ -1,42 +1,59 @@
 #!/usr/bin/python3
-"""Independent PyTorch implementation of doc/reference.md section 3 for the ResNets.
+"""Independent PyTorch implementation of doc/reference.md section 3 for cdp's models.
 
-It shares no code with cdp.  The networks are torchvision's modules (or, for
-resnet20/32/56, a small ResNet-like module built from torchvision's
-BasicBlock), with torchvision's state_dict names.  It evaluates
+It shares no code with cdp.  The networks are torchvision's modules with
+torchvision's state_dict names: the ResNets (for resnet20/32/56 a small
+ResNet-like module built from torchvision's BasicBlock) and the Vision
+Transformers (torchvision's VisionTransformer, image size from the data,
+conv_proj replaced by a Conv2d with the data's channels under the same name
+and torchvision's initialisation).  It evaluates
 
     P_l(0)   = --init-weights
-    P_l(c+1) = SGD(P_l(c), G_l(c))        (torch.optim.SGD, one group per stage)
+    P_l(c+1) = OPT(P_l(c), G_l(c))        (torch.optim.SGD or torch.optim.AdamW,
+                                           one parameter group per stage)
     P_l(-1)  = P_l(0)
     G_l(c)   = (1/N) * sum_{i=0..N-1, in this order} dLoss_i/dtheta_l
                with worker i of step c at parameters P_l(c - lag(i, l))
 
 for the rules dp, cdp-v1 and cdp-v2, and returns P(K) after K steps (the drain
-applies every gradient), parameters and BatchNorm buffers.  In the forward
-pass BatchNorm normalises each micro-batch with its own statistics
-(nn.BatchNorm2d in train mode); the running statistics are updated once per
-step c, with momentum 0.1, from the mean and the unbiased variance over all
-N*B*H*W values of step c at that layer (per-worker count, mean and M2 in
-float64, combined in worker order with Chan et al.'s pairwise formula).
+applies every gradient), parameters and BatchNorm buffers.  The update c is
+one optimizer.step() with the mean gradient of step c, so AdamW's bias
+correction uses the update count c + 1; the optimizer state is per stage.
+In the forward pass BatchNorm normalises each micro-batch with its own
+statistics (nn.BatchNorm2d in train mode); the running statistics are
+updated once per step c, with momentum 0.1, from the mean and the unbiased
+variance over all N*B*H*W values of step c at that layer (per-worker count,
+mean and M2 in float64, combined in worker order with Chan et al.'s pairwise
+formula).  The ViTs have no BatchNorm (LayerNorm eps 1e-6, no dropout).
 
-Stages are contiguous runs of blocks: block 0 is the stem (conv1, bn1, relu,
-maxpool), then every BasicBlock / Bottleneck of layer1, layer2, ... in order,
-and the last block is the head (avgpool, flatten, fc).  --stages-split a,b,c
-gives the number of blocks per stage (cdp's FLOPs-balanced split; the text
-"stages: a,b,c blocks" that cdp_run --plan prints is accepted as it is).
+Stages are contiguous runs of blocks.  ResNets: block 0 is the stem (conv1,
+bn1, relu, maxpool), then every BasicBlock / Bottleneck of layer1, layer2,
+... in order, and the last block is the head (avgpool, flatten, fc).  ViTs:
+block 0 is the embedding (conv_proj, class_token, encoder.pos_embedding),
+then one block per encoder layer (encoder.layers.encoder_layer_j), and the
+last block is the head (encoder.ln, x[:, 0], heads.head).  --stages-split
+a,b,c gives the number of blocks per stage (cdp's FLOPs-balanced split; the
+text "stages: a,b,c blocks" that cdp_run --plan prints is accepted as it is).
+
+Models: resnet20/32/56/110, resnet18/34/50/101/152 and their -cifar variants,
+vit:patch=P,dim=D,depth=K,heads=H,mlp=M and the presets vit-tiny, vit-b16,
+vit-b32, vit-l16 (cdp's).
 
 Data: Fashion-MNIST IDX files, --no-shuffle semantics: step k takes samples
 [k*N*B, (k+1)*N*B) in file order (wrapping at the end of the training set),
 worker i the slice [i*B, (i+1)*B); pixels = byte / 255, 1x28x28.
 
 Usage (see --help):
-    torch_resnet_reference.py --write-init W.st --model resnet20 --seed 7
-    torch_resnet_reference.py --model resnet20 --init-weights W.st \\
+    torch_model_reference.py --write-init W.st --model resnet20 --seed 7
+    torch_model_reference.py --model resnet20 --init-weights W.st \\
         --batch 4 --steps 3 --lr 0.05 --momentum 0.9 --weight-decay 5e-4 \\
         --stages-split 4,4,3 --case dp:2:cdp-dp.st --case cdp-v2:4:cdp-v2.st
-    torch_resnet_reference.py --evaluate cdp.st --model resnet20
-    torch_resnet_reference.py --list-blocks --model resnet18-cifar
-    torch_resnet_reference.py --self-test
+    torch_model_reference.py --model vit:patch=7,dim=32,depth=3,heads=2,mlp=64 \\
+        --init-weights W.st --optimizer adamw --lr 1e-3 --betas 0.9,0.999 \\
+        --eps 1e-8 --weight-decay 0.01 --stages-split 2,1,2 --case cdp-v1:4:v1.st
+    torch_model_reference.py --evaluate cdp.st --model resnet20
+    torch_model_reference.py --list-blocks --model resnet18-cifar
+    torch_model_reference.py --self-test
 
 Each comparison prints
     RESULT rule=R N=n rel=X rel_change=Y ok|FAIL
@@ -47,13 +64,18 @@ rel_change = ||cdp - ref|| / ||ref - init|| (<= --tol-change, 1e-3).
 --noise adds, per case, "NOISE rule=R N=n rel=X rel_change=Y": the distance
 of this float32 reference from the same computation in float64.  ReLU
 networks' gradients are discontinuous, so float32 rounding may flip a ReLU
-input near 0 and move a small micro-batch's gradient by 1e-4..1e-3; NOISE
+input near 0 and move a small micro-batch's gradient by 1e-4..1e-3; AdamW
+divides every gradient by its own magnitude, so a gradient that is
+rounding noise (the key projection's bias: softmax ignores a shift of every
+score of a query, so its gradient is exactly 0 but for rounding) moves its
+weight by up to lr per update unless --eps dominates that noise.  NOISE
 tells such a trajectory from a real mismatch.
 
 Exit status: 0 ok, 1 some comparison above tolerance (or a self-test
 failed), 2 usage or file error.
 """
 import argparse
+import copy
 import importlib.util
 import json
 import math
@@ -71,11 +93,13 @@ import torch.nn.functional as F
 try:
     import torchvision
     from torchvision.models.resnet import BasicBlock
+    from torchvision.models.vision_transformer import VisionTransformer
 except ImportError as e:  # the shell test skips before this
-    print(f"torch_resnet_reference: torchvision is needed: {e}", file=sys.stderr)
+    print(f"torch_model_reference: torchvision is needed: {e}", file=sys.stderr)
     sys.exit(2)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PROG = "torch_model_reference"
 RULES = ("dp", "cdp-v1", "cdp-v2")
 BN_MOMENTUM = 0.1
 
@@ -254,12 +278,71 @@ class CifarResNet(nn.Module):
 
 CIFAR_DEPTH = {"resnet20": 3, "resnet32": 5, "resnet56": 9, "resnet110": 18}
 TV_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
-MODELS = (list(CIFAR_DEPTH) + [n + "-cifar" for n in TV_NAMES] + list(TV_NAMES))
+RESNETS = (list(CIFAR_DEPTH) + [n + "-cifar" for n in TV_NAMES] + list(TV_NAMES))
+# cdp's presets (src/models/vit.c): patch, dim, depth, heads, mlp
+VIT_PRESETS = {"vit-tiny": (4, 192, 6, 3, 768), "vit-b16": (16, 768, 12, 12, 3072),
+               "vit-b32": (32, 768, 12, 12, 3072), "vit-l16": (16, 1024, 24, 16, 4096)}
+VIT_KEYS = ("patch", "dim", "depth", "heads", "mlp")
+VIT_FORMAT = "vit:patch=P,dim=D,depth=K,heads=H,mlp=M"
+MODELS = RESNETS + list(VIT_PRESETS) + [VIT_FORMAT]
 
 
-def build_model(name, in_channels=1, num_classes=10, norm_layer=nn.BatchNorm2d):
+def vit_spec(name):
+    """(patch, dim, depth, heads, mlp) of a ViT name, None for other models."""
+    if name in VIT_PRESETS:
+        return VIT_PRESETS[name]
+    if not name.startswith("vit:"):
+        return None
+    vals = {}
+    for item in name[4:].split(","):
+        key, eq, val = item.partition("=")
+        if key not in VIT_KEYS or key in vals or not eq or not val.isdigit() or int(val) < 1:
+            raise UsageError(f"--model {name}: expected {VIT_FORMAT}")
+        vals[key] = int(val)
+    if len(vals) != len(VIT_KEYS):
+        raise UsageError(f"--model {name}: expected {VIT_FORMAT}")
+    return tuple(vals[k] for k in VIT_KEYS)
+
+
+def parse_betas(text):
+    """'B1,B2' -> (B1, B2), each in [0, 1) (argparse type)."""
+    try:
+        b = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        b = ()
+    if len(b) != 2 or not all(0.0 <= v < 1.0 for v in b):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected B1,B2 in [0, 1), e.g. 0.9,0.999")
+    return b
+
+
+def check_model(name):
+    if name not in RESNETS and vit_spec(name) is None:
+        raise UsageError(f"unknown --model {name} (one of {', '.join(MODELS)})")
+
+
+def build_vit(name, in_channels, num_classes, image_size):
+    """torchvision's VisionTransformer, conv_proj taking in_channels with
+    torchvision's initialisation of it (truncated normal, std 1/sqrt(fan_in),
+    zero bias)."""
+    patch, dim, depth, heads, mlp = vit_spec(name)
+    if image_size % patch:
+        raise UsageError(f"--model {name}: {image_size}x{image_size} images do not split "
+                         f"into {patch}x{patch} patches")
+    net = VisionTransformer(image_size, patch, depth, heads, dim, mlp, num_classes=num_classes)
+    if in_channels != 3:
+        net.conv_proj = nn.Conv2d(in_channels, dim, patch, patch)
+        nn.init.trunc_normal_(net.conv_proj.weight,
+                              std=math.sqrt(1.0 / (in_channels * patch * patch)))
+        nn.init.zeros_(net.conv_proj.bias)
+    return net
+
+
+def build_model(name, in_channels=1, num_classes=10, norm_layer=nn.BatchNorm2d, image_size=28):
     """The module with its own (torchvision's) initialisation drawn from
-    torch's global generator."""
+    torch's global generator.  norm_layer: the ResNets' (ViTs have LayerNorm);
+    image_size: the ViTs' (ResNets take any)."""
+    if vit_spec(name) is not None:
+        return build_vit(name, in_channels, num_classes, image_size)
     if name in CIFAR_DEPTH:
         return CifarResNet(CIFAR_DEPTH[name], num_classes, in_channels, norm_layer)
     base = name[:-len("-cifar")] if name.endswith("-cifar") else name
@@ -277,7 +360,13 @@ def build_model(name, in_channels=1, num_classes=10, norm_layer=nn.BatchNorm2d):
 
 
 def blocks_of(net):
-    """[(block name, [state_dict prefixes])]: stem, residual blocks, head."""
+    """[(block name, [state_dict prefixes])]: cdp's blocks, in order."""
+    if isinstance(net, VisionTransformer):
+        blocks = [("embed", ["conv_proj.", "class_token", "encoder.pos_embedding"])]
+        blocks += [(f"encoder_layer_{j}", [f"encoder.layers.encoder_layer_{j}."])
+                   for j in range(len(net.encoder.layers))]
+        blocks.append(("head", ["encoder.ln.", "heads."]))
+        return blocks
     blocks = [("stem", ["conv1.", "bn1."])]
     g = 1
     while hasattr(net, f"layer{g}"):
@@ -340,15 +429,49 @@ def chan_combine(stats):
 
 
 class Setup:
-    """Model, data, stage split and hyperparameters of one reference run."""
+    """Model, data, stage split and hyperparameters of one reference run.
+    optimizer "sgd" uses momentum and wd (L2 added to the gradient);
+    "adamw" uses betas, eps and wd (decoupled)."""
 
     def __init__(self, model, init, split, xs, ys, batch, steps, lr, momentum, wd,
-                 dtype=torch.float32):
+                 dtype=torch.float32, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8):
         self.model, self.init, self.split = model, init, split
         self.xs, self.ys = xs, ys
         self.batch, self.steps = batch, steps
         self.lr, self.momentum, self.wd = lr, momentum, wd
         self.dtype = dtype
+        self.optimizer, self.betas, self.eps = optimizer, tuple(betas), eps
+
+    def with_dtype(self, dtype):
+        t = copy.copy(self)
+        t.dtype = dtype
+        return t
+
+    def make_optimizer(self, params_or_groups):
+        if self.optimizer == "sgd":
+            return torch.optim.SGD(params_or_groups, lr=self.lr, momentum=self.momentum,
+                                   dampening=0.0, weight_decay=self.wd, nesterov=False)
+        if self.optimizer == "adamw":
+            return torch.optim.AdamW(params_or_groups, lr=self.lr, betas=self.betas,
+                                     eps=self.eps, weight_decay=self.wd, amsgrad=False)
+        raise UsageError(f"unknown optimizer {self.optimizer} (sgd or adamw)")
+
+    def describe(self):
+        if self.optimizer == "adamw":
+            return (f"adamw lr {self.lr:g} betas {self.betas[0]:g},{self.betas[1]:g} "
+                    f"eps {self.eps:g} wd {self.wd:g}")
+        return f"sgd lr {self.lr:g} momentum {self.momentum:g} wd {self.wd:g}"
+
+    def net(self, norm_layer=nn.BatchNorm2d):
+        """The module for these weights and data, in self.dtype."""
+        torch.manual_seed(0)                 # the module's own init is overwritten
+        _, c, h, w = self.xs.shape
+        if c != in_channels_of(self.init):
+            raise ValueError(f"the initial weights take {in_channels_of(self.init)} channels, "
+                             f"the data have {c}")
+        if vit_spec(self.model) is not None and h != w:
+            raise ValueError(f"{self.model}: torchvision's ViT takes square images, not {h}x{w}")
+        return build_model(self.model, c, norm_layer=norm_layer, image_size=h).to(self.dtype)
 
 
 def pixels(images, dtype):
@@ -386,16 +509,16 @@ def as_state(init, net, dtype):
 
 
 def in_channels_of(init):
-    if "conv1.weight" not in init:
-        raise ValueError("no conv1.weight in the weights file")
-    return int(init["conv1.weight"].shape[1])
+    for key in ("conv1.weight", "conv_proj.weight"):
+        if key in init:
+            return int(init[key].shape[1])
+    raise ValueError("no conv1.weight (ResNets) or conv_proj.weight (ViTs) in the weights file")
 
 
 def train(s, rule, n):
     """The reference of doc/reference.md section 3: returns P(K), the state_dict
     (parameters and BatchNorm buffers) after the K updates."""
-    torch.manual_seed(0)                 # the module's own init is overwritten
-    net = build_model(s.model, in_channels_of(s.init), norm_layer=DeferredBN).to(s.dtype)
+    net = s.net(norm_layer=DeferredBN)
     state = as_state(s.init, net, s.dtype)
     net.load_state_dict(state, strict=True)
     net.train()
@@ -413,8 +536,7 @@ def train(s, rule, n):
     prev = {name: t.clone() for name, t in cur.items()}             # P(c-1)
     groups = [{"params": [cur[p] for p in pnames if stage[p] == l]} for l in range(nst)]
     groups = [g for g in groups if g["params"]]
-    opt = torch.optim.SGD(groups, lr=s.lr, momentum=s.momentum, dampening=0.0,
-                          weight_decay=s.wd, nesterov=False)
+    opt = s.make_optimizer(groups)
     bns = [(name, mod) for name, mod in net.named_modules() if isinstance(mod, DeferredBN)]
     buffers = {key: state[key].clone() for key in state if key not in cur}
     lag = lag_table(rule, n, nst)
@@ -436,7 +558,8 @@ def train(s, rule, n):
             for p in pnames:
                 g = live[p].grad
                 gsum[p] = g.clone() if i == 0 else gsum[p] + g
-        # update k of every stage: P(k+1) = SGD(P(k), G(k)), running statistics
+        # update k of every stage: P(k+1) = OPT(P(k), G(k)) (AdamW: step count k+1),
+        # running statistics
         prev = {p: cur[p].clone() for p in pnames}
         for p in pnames:
             cur[p].grad = gsum[p] * inv_n
@@ -530,7 +653,13 @@ def report(rule, n, path, mine, init, tol, tol_change, verbose):
 def evaluate(model, path, data_dir, limit=0, batch=500):
     w = st_read(path)
     c = in_channels_of(w)
-    net = build_model(model, c)
+    xs, ys = load_split(data_dir, train=False)
+    if limit:
+        xs, ys = xs[:limit], ys[:limit]
+    if xs.shape[1] != c:
+        raise ValueError(f"{path}: the first layer takes {c} channels, "
+                         f"the data have {xs.shape[1]}")
+    net = build_model(model, c, image_size=xs.shape[2])
     sd = {k: (v.to(torch.int64) if is_counter(k) else v.float()) for k, v in w.items()}
     try:
         net.load_state_dict(sd, strict=True)
@@ -538,11 +667,6 @@ def evaluate(model, path, data_dir, limit=0, batch=500):
         raise ValueError(f"{path} does not load into torchvision's {model}: "
                          f"{str(e)[:600]}") from e
     net.eval()
-    xs, ys = load_split(data_dir, train=False)
-    if limit:
-        xs, ys = xs[:limit], ys[:limit]
-    if xs.shape[1] != c:
-        raise ValueError(f"{path}: conv1 takes {c} channels, the data have {xs.shape[1]}")
     right = 0
     with torch.no_grad():
         for a in range(0, xs.shape[0], batch):
@@ -557,20 +681,34 @@ def evaluate(model, path, data_dir, limit=0, batch=500):
 # ----------------------------------------------------------------- init
 
 
-def write_init(path, model, seed, in_channels):
-    torch.manual_seed(seed)
-    net = build_model(model, in_channels)
-    sd = {k: v.detach().clone() for k, v in net.state_dict().items()}
-    for k in sd:
-        if is_counter(k):
-            sd[k] = torch.tensor(0, dtype=torch.int64)
-    st_write(path, sd, {"format": "pt", "producer": "torch_resnet_reference.py",
+def write_init(path, model, seed, in_channels, image_size=28, head_init="zeros"):
+    sd = write_init_mem(model, seed, in_channels, image_size, head_init)
+    st_write(path, sd, {"format": "pt", "producer": PROG + ".py",
                         "model": model, "seed": seed})
     return sd
 
 
-def list_blocks(model, in_channels):
-    net = build_model(model, in_channels)
+def write_init_mem(model, seed, in_channels=1, image_size=28, head_init="zeros"):
+    """torchvision's own initialisation of --model, seeded; counters int64 0.
+    head_init "linear" (ViTs): heads.head as nn.Linear's default instead of
+    torchvision's zeros, so that every block has a gradient from step 0."""
+    torch.manual_seed(seed)
+    net = build_model(model, in_channels, image_size=image_size)
+    if head_init == "linear":
+        if not isinstance(net, VisionTransformer):
+            raise UsageError("--head-init linear: ViTs only (the ResNets' fc is nn.Linear's)")
+        net.heads.head.reset_parameters()
+    elif head_init != "zeros":
+        raise UsageError(f"--head-init {head_init}: zeros or linear")
+    sd = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    for k in sd:
+        if is_counter(k):
+            sd[k] = torch.tensor(0, dtype=torch.int64)
+    return sd
+
+
+def list_blocks(model, in_channels, image_size=28):
+    net = build_model(model, in_channels, image_size=image_size)
     blocks = blocks_of(net)
     sd = net.state_dict()
     print(f"{model}: {len(blocks)} blocks (stages are contiguous runs of them)")
@@ -578,7 +716,7 @@ def list_blocks(model, in_channels):
         n = sum(t.numel() for k, t in net.named_parameters()
                 if any(k.startswith(p) for p in prefixes))
         nb = sum(1 for k in sd if any(k.startswith(p) for p in prefixes))
-        print(f"  block {b:3d} {name:10s} {n:9d} parameters, {nb} state_dict entries")
+        print(f"  block {b:3d} {name:16s} {n:9d} parameters, {nb} state_dict entries")
 
 
 # ----------------------------------------------------------------- self-test
@@ -590,13 +728,10 @@ def plain_training(s, n, standard_bn):
     summed by autograd in worker order, then times 1/N), one optimizer.
     With standard_bn, nn.BatchNorm2d updates its running statistics in every
     forward (so only with n = 1 do the buffers mean the same)."""
-    torch.manual_seed(0)
-    norm = nn.BatchNorm2d if standard_bn else DeferredBN
-    net = build_model(s.model, in_channels_of(s.init), norm_layer=norm).to(s.dtype)
+    net = s.net(norm_layer=nn.BatchNorm2d if standard_bn else DeferredBN)
     net.load_state_dict(as_state(s.init, net, s.dtype), strict=True)
     net.train()
-    opt = torch.optim.SGD(net.parameters(), lr=s.lr, momentum=s.momentum,
-                          weight_decay=s.wd)
+    opt = s.make_optimizer(net.parameters())
     inv_n = torch.tensor(1.0 / n, dtype=s.dtype)
     for k in range(s.steps):
         opt.zero_grad(set_to_none=True)
@@ -621,6 +756,47 @@ def rel_diff(a, b, keys=None, init=None):
     return r, (math.sqrt(num / chg) if chg else math.inf)
 
 
+VIT_SMALL = "vit:patch=7,dim=32,depth=3,heads=2,mlp=64"      # tests/mpi_vit_parity.sh's
+
+
+def vit_self_test(setup, check, tol, tol_change):
+    """The ViT half of --self-test (the configurations of tests/mpi_vit_parity.sh)."""
+    print(f"self-test: {VIT_SMALL}, B=4, K=3, split 2,1,2")
+    t0 = time.time()
+    check("ViT presets and blocks", vit_spec("vit-b16") == (16, 768, 12, 12, 3072)
+          and [n for n, _ in blocks_of(build_model(VIT_SMALL, 1))]
+          == ["embed", "encoder_layer_0", "encoder_layer_1", "encoder_layer_2", "head"],
+          "vit-b16 = patch 16, dim 768, depth 12, heads 12, mlp 3072; embed, 3 layers, head")
+    net = build_model(VIT_SMALL, 1)
+    pstd = float(net.conv_proj.weight.std())
+    check("conv_proj on 1 channel keeps torchvision's init (std 1/7, zero bias), head zero",
+          abs(pstd - 1 / 7) < 0.02 and not net.conv_proj.bias.any()
+          and not net.heads.head.weight.any(), f"std {pstd:.4f}")
+    for opt, lr, wd, head in (("sgd", 0.05, 5e-4, "linear"), ("adamw", 1e-3, 0.01, "zeros")):
+        s = setup(VIT_SMALL, 4, 3, "2,1,2", seed=1, lr=lr, optimizer=opt, wd=wd, head_init=head)
+        tag = f"vit {opt}"
+        a, b = train(s, "dp", 1), train(s, "cdp-v2", 1)
+        check(f"(a) {tag} N=1: cdp-v2 equals dp bitwise",
+              all(torch.equal(a[k], b[k]) for k in a), "lag 0 everywhere")
+        dp4 = train(s, "dp", 4)
+        r = rel_diff(dp4, plain_training(s, 4, standard_bn=True))
+        check(f"(c) {tag} N=4 dp equals a gradient accumulation loop with one {opt} optimizer",
+              r < 1e-6, f"rel {r:.3e}")
+        v1, v2 = train(s, "cdp-v1", 4), train(s, "cdp-v2", 4)
+        rc1 = rel_diff(v1, dp4, init=s.init)[1]
+        rc2 = min(rel_diff(v2, dp4, init=s.init)[1], rel_diff(v2, v1, init=s.init)[1])
+        check(f"(d) {tag} N=4: cdp-v1 differs from dp, cdp-v2 from both",
+              rc1 > 10 * tol_change and rc2 > 10 * tol_change,
+              f"rel_change {rc1:.3e}, {rc2:.3e}")
+        sd = s.with_dtype(torch.float64)
+        for n in (2, 4):
+            for rule in RULES:
+                r, rc = rel_diff(train(s, rule, n), train(sd, rule, n), init=s.init)
+                check(f"(e) {tag} {rule} N={n}: float32 within tolerance / 10 of float64",
+                      r <= tol / 10 and rc <= tol_change / 10, f"rel {r:.3e} rel_change {rc:.3e}")
+    print(f"  ({time.time() - t0:.1f} s)")
+
+
 def self_test(data_dir, tol, tol_change):
     xs, ys = load_split(data_dir, train=True)
     fails = []
@@ -631,10 +807,11 @@ def self_test(data_dir, tol, tol_change):
             fails.append(name)
 
     # the configurations of tests/mpi_resnet_parity.sh
-    def setup(model, batch, steps, split, seed=2, lr=0.01, dtype=torch.float32):
-        init = write_init_mem(model, seed)
+    def setup(model, batch, steps, split, seed=2, lr=0.01, dtype=torch.float32,
+              optimizer="sgd", wd=5e-4, head_init="zeros"):
+        init = write_init_mem(model, seed, head_init=head_init)
         return Setup(model, init, parse_split(split, len(blocks_of(build_model(model, 1)))),
-                     xs, ys, batch, steps, lr, 0.9, 5e-4, dtype)
+                     xs, ys, batch, steps, lr, 0.9, wd, dtype, optimizer)
 
     print("self-test: lag tables")
     for L in (1, 2, 3, 4, 5):
@@ -741,6 +918,8 @@ def self_test(data_dir, tol, tol_change):
               r <= tol / 10 and rc <= tol_change / 10, f"rel {r:.3e} rel_change {rc:.3e}")
     print(f"  ({time.time() - t0:.1f} s)")
 
+    vit_self_test(setup, check, tol, tol_change)
+
     print("self-test: files")
     import tempfile
     with tempfile.TemporaryDirectory() as d:
@@ -757,17 +936,13 @@ def self_test(data_dir, tol, tol_change):
         check("compare accepts num_batches_tracked as F32", ok and rel == 0.0, f"rel {rel:.1e}")
         acc = evaluate("resnet18-cifar", out, data_dir, limit=500)
         check("evaluate: strict load into torchvision", 0.0 <= acc <= 1.0, f"accuracy {acc:.4f}")
+        vs = setup(VIT_SMALL, 4, 2, "2,1,2", optimizer="adamw", lr=1e-3, wd=0.01)
+        st_write(out, train(vs, "cdp-v2", 2))
+        acc = evaluate(VIT_SMALL, out, data_dir, limit=500)
+        check("evaluate: a ViT loads into torchvision's VisionTransformer (strict)",
+              0.0 <= acc <= 1.0, f"accuracy {acc:.4f}")
     print(f"self-test: {'FAIL: ' + ', '.join(fails) if fails else 'all passed'}")
     return 1 if fails else 0
-
-
-def write_init_mem(model, seed, in_channels=1):
-    torch.manual_seed(seed)
-    sd = {k: v.detach().clone() for k, v in build_model(model, in_channels).state_dict().items()}
-    for k in sd:
-        if is_counter(k):
-            sd[k] = torch.tensor(0, dtype=torch.int64)
-    return sd
 
 
 # ----------------------------------------------------------------- main
@@ -784,8 +959,15 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd",
+                    help="torch.optim.SGD or torch.optim.AdamW, one group per stage [sgd]")
+    ap.add_argument("--momentum", type=float, default=0.9, help="sgd [0.9]")
+    ap.add_argument("--betas", type=parse_betas, default=(0.9, 0.999), metavar="B1,B2",
+                    help="adamw [0.9,0.999]")
+    ap.add_argument("--eps", type=float, default=1e-8, help="adamw [1e-8]")
+    ap.add_argument("--weight-decay", type=float, default=None,
+                    help="sgd: L2 added to the gradient [0]; adamw: decoupled [0.01], "
+                         "as cdp_run's defaults")
     ap.add_argument("--rule", choices=RULES, default="cdp-v2")
     ap.add_argument("--stages", type=int, help="L (checked against --stages-split)")
     ap.add_argument("--stages-split", dest="split", metavar="a,b,c",
@@ -808,7 +990,15 @@ def main(argv=None):
     ap.add_argument("--write-init", metavar="FILE",
                     help="write the module's own initialisation (--model, --seed) and exit")
     ap.add_argument("--seed", type=int, default=1, help="for --write-init")
-    ap.add_argument("--in-channels", type=int, default=1, help="for --write-init [1]")
+    ap.add_argument("--in-channels", type=int, default=1,
+                    help="for --write-init and --list-blocks [1]")
+    ap.add_argument("--head-init", choices=("zeros", "linear"), default="zeros",
+                    help="ViTs, --write-init: heads.head as torchvision (zeros) or as "
+                         "nn.Linear's default, so that every block has a gradient from "
+                         "step 0 [zeros]")
+    ap.add_argument("--image-size", type=int, default=28,
+                    help="ViTs: for --write-init and --list-blocks [28]; training and "
+                         "--evaluate take it from the data")
     ap.add_argument("--evaluate", metavar="FILE",
                     help="load FILE into torchvision's --model (strict) and print test accuracy")
     ap.add_argument("--eval-limit", type=int, default=0, metavar="M",
@@ -824,13 +1014,12 @@ def main(argv=None):
             return self_test(a.data_dir, a.tol, a.tol_change)
         if not a.model:
             raise UsageError("--model is required")
-        if a.model not in MODELS:
-            raise UsageError(f"unknown --model {a.model} (one of {', '.join(MODELS)})")
+        check_model(a.model)
         if a.list_blocks:
-            list_blocks(a.model, a.in_channels)
+            list_blocks(a.model, a.in_channels, a.image_size)
             return 0
         if a.write_init:
-            write_init(a.write_init, a.model, a.seed, a.in_channels)
+            write_init(a.write_init, a.model, a.seed, a.in_channels, a.image_size, a.head_init)
             return 0
         if a.evaluate:
             evaluate(a.model, a.evaluate, a.data_dir, a.eval_limit)
@@ -852,19 +1041,17 @@ def main(argv=None):
             raise UsageError("--out takes a single case")
         init = st_read(a.init_weights)
         dtype = torch.float64 if a.double else torch.float32
-        nblocks = len(blocks_of(build_model(a.model, in_channels_of(init))))
-        split = parse_split(a.split, nblocks, a.stages)
         xs, ys = load_split(a.data_dir, train=True)
-        if xs.shape[1] != in_channels_of(init):
-            raise ValueError(f"{a.init_weights}: conv1 takes {in_channels_of(init)} channels, "
-                             f"the data have {xs.shape[1]}")
-        s = Setup(a.model, init, split, xs, ys, a.batch, a.steps, a.lr, a.momentum,
-                  a.weight_decay, dtype)
+        if a.weight_decay is None:
+            a.weight_decay = 0.01 if a.optimizer == "adamw" else 0.0
+        s = Setup(a.model, init, None, xs, ys, a.batch, a.steps, a.lr, a.momentum,
+                  a.weight_decay, dtype, a.optimizer, a.betas, a.eps)
+        split = s.split = parse_split(a.split, len(blocks_of(s.net())), a.stages)
     except UsageError as e:
-        print(f"torch_resnet_reference: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     except (OSError, ValueError, KeyError) as e:
-        print(f"torch_resnet_reference: {e}", file=sys.stderr)
+        print(f"{PROG}: {e}", file=sys.stderr)
         return 2
 
     status = 0
@@ -873,26 +1060,26 @@ def main(argv=None):
         try:
             final = train(s, rule, n)
         except (UsageError, ValueError) as e:
-            print(f"torch_resnet_reference: {e}", file=sys.stderr)
+            print(f"{PROG}: {e}", file=sys.stderr)
             return 2
-        print(f"torch_resnet_reference: {a.model} rule {rule} N={n} B={a.batch} K={a.steps} "
-              f"split {','.join(map(str, split))} {'float64' if a.double else 'float32'} "
+        print(f"{PROG}: {a.model} rule {rule} N={n} B={a.batch} K={a.steps} "
+              f"split {','.join(map(str, split))} {s.describe()} "
+              f"{'float64' if a.double else 'float32'} "
               f"({time.time() - t0:.1f} s)" + (f" vs {path}" if path else ""), flush=True)
         if a.noise and not a.double:
-            s64 = Setup(s.model, s.init, s.split, s.xs, s.ys, s.batch, s.steps, s.lr,
-                        s.momentum, s.wd, torch.float64)
-            r, rc = rel_diff(final, train(s64, rule, n), init=init)
+            r, rc = rel_diff(final, train(s.with_dtype(torch.float64), rule, n), init=init)
             print(f"NOISE rule={rule} N={n} rel={r:.3e} rel_change={rc:.3e} "
                   "(this reference in float32 against float64)", flush=True)
         if a.out:      # float32, as cdp reads and writes them
-            st_write(a.out, {k: (v if is_counter(k) else v.float()) for k, v in final.items()}, {"format": "pt", "producer": "torch_resnet_reference.py",
-                                    "model": a.model, "rule": rule, "step": a.steps})
+            st_write(a.out, {k: (v if is_counter(k) else v.float()) for k, v in final.items()},
+                     {"format": "pt", "producer": PROG + ".py", "model": a.model,
+                      "rule": rule, "step": a.steps})
         if path:
             try:
                 if not report(rule, n, path, final, init, a.tol, a.tol_change, a.verbose):
                     status = 1
             except ValueError as e:
-                print(f"torch_resnet_reference: {e}", file=sys.stderr)
+                print(f"{PROG}: {e}", file=sys.stderr)
                 return 2
     return status
 
