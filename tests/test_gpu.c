@@ -12,8 +12,13 @@
  * running statistics) within 1e-5 of the largest CPU value, conv2d's and
  * bn_bwd's accumulate mode the bits of a separate result added with add();
  * pooling (values, argmax offsets, gradients), add3 and f64_pack/unpack
- * bit for bit.  The image kernels and these cases have never run on a GPU
- * (no session had one). */
+ * bit for bit.  The transformer kernels: gemm_batched in the four transpose
+ * cases with padded strides (1e-4; beta 0 over NaN, the padding untouched),
+ * softmax (1e-6 forward, 1e-5 backward) and GELU (1e-6) to rounding;
+ * LayerNorm (forward, backward, dx over dy, accumulate), the tokens,
+ * add_rows, sum_rows and copy_rows bit for bit.  The image kernels, the
+ * transformer kernels and these cases have never run on a GPU (no session
+ * had one). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -1057,6 +1062,287 @@ START_TEST(test_add3)
 }
 END_TEST
 
+/* ------------------------------------------------------------ transformer kernels */
+
+/* A GPU and a CPU copy of the same host data */
+struct pair {
+    float *g, *c;
+};
+
+static struct pair put2(const float *host, size_t n)
+{
+    struct pair p = {put(gpu, host, n * 4), put(cpu, host, n * 4)};
+    return p;
+}
+
+static void free2(struct pair p)
+{
+    gpu->free(p.g);
+    cpu->free(p.c);
+}
+
+static void expect_bits(const char *what, const float *a, const float *b, size_t n)
+{
+    size_t k = 0;
+    while (k < n && memcmp(&a[k], &b[k], 4) == 0)
+        k++;
+    ck_assert_msg(k == n, "%s: gpu and cpu bits differ at [%zu] (gpu %.9g, cpu %.9g)", what, k,
+                  k < n ? (double)a[k] : 0.0, k < n ? (double)b[k] : 0.0);
+}
+
+static const int gbshapes[][4] = { /* M, N, K, batch */
+    {1, 1, 1, 1}, {3, 5, 4, 3}, {50, 50, 64, 12}, {17, 130, 33, 4}, {197, 197, 64, 6},
+    {64, 197, 197, 3}};
+#define NGBSHAPES ((int)(sizeof gbshapes / sizeof gbshapes[0]))
+
+START_TEST(test_gemm_batched)
+{
+    const int M = gbshapes[_i][0], N = gbshapes[_i][1], K = gbshapes[_i][2];
+    const int batch = gbshapes[_i][3];
+    ck_assert_ptr_nonnull(gpu->gemm_batched);
+    for (int tA = 0; tA < 2; tA++)
+        for (int tB = 0; tB < 2; tB++)
+            for (int bz = 0; bz < 2; bz++) {
+                const int lda = (tA ? M : K) + 3, ldb = (tB ? K : N) + 5, ldc = N + 2;
+                const size_t sA = (size_t)(tA ? K : M) * lda + 7;
+                const size_t sB = (size_t)(tB ? N : K) * ldb + 1, sC = (size_t)M * ldc + 11;
+                const size_t nA = sA * batch, nB = sB * batch, nC = sC * batch;
+                float *A = rand_floats(nA, -1.0f, 1.0f), *Bm = rand_floats(nB, -1.0f, 1.0f);
+                float *C = rand_floats(nC, -1.0f, 1.0f);
+                if (bz)
+                    for (size_t k = 0; k < nC; k++)
+                        C[k] = NAN;
+                const float beta = bz ? 0.0f : 1.0f;
+                struct pair a = put2(A, nA), b = put2(Bm, nB), c = put2(C, nC), c2 = put2(C, nC);
+                gpu->gemm_batched(tA, tB, M, N, K, 0.125f, a.g, lda, sA, b.g, ldb, sB, beta, c.g,
+                                  ldc, sC, batch);
+                gpu->gemm_batched(tA, tB, M, N, K, 0.125f, a.g, lda, sA, b.g, ldb, sB, beta,
+                                  c2.g, ldc, sC, batch);
+                cpu->gemm_batched(tA, tB, M, N, K, 0.125f, a.c, lda, sA, b.c, ldb, sB, beta, c.c,
+                                  ldc, sC, batch);
+                float *hc = fetch(gpu, c.g, nC), *hc2 = fetch(gpu, c2.g, nC);
+                float *rc = fetch(cpu, c.c, nC);
+                char what[128];
+                snprintf(what, sizeof what, "gemm_batched M=%d N=%d K=%d batch=%d tA=%d tB=%d "
+                         "beta=%g", M, N, K, batch, tA, tB, (double)beta);
+                /* the padding stays as it was (NaN where beta is 0): compare
+                 * the matrices, then the rest bit for bit */
+                float *gm = malloc((size_t)batch * M * N * 4), *cm = malloc((size_t)batch * M * N * 4);
+                ck_assert(gm && cm);
+                for (size_t k = 0; k < nC; k++) {
+                    size_t bb = k / sC, o = k % sC, i = o / ldc, j = o % ldc;
+                    if (bb < (size_t)batch && i < (size_t)M && j < (size_t)N) {
+                        gm[(bb * M + i) * N + j] = hc[k];
+                        cm[(bb * M + i) * N + j] = rc[k];
+                    } else {
+                        ck_assert_msg(memcmp(&hc[k], &C[k], 4) == 0, "%s: padding [%zu] changed",
+                                      what, k);
+                    }
+                }
+                expect_close(what, gm, cm, (size_t)batch * M * N, 1e-4);
+                expect_same_bits(what, hc, hc2, nC * 4);
+                free(gm); free(cm); free(hc); free(hc2); free(rc);
+                free2(a); free2(b); free2(c); free2(c2);
+                free(A); free(Bm); free(C);
+            }
+    /* K = 0: C = beta * C, +0 over NaN with beta 0 */
+    float h[6] = {1, 2, NAN, 4, 5, 6};
+    float *g = put(gpu, h, sizeof h);
+    gpu->gemm_batched(0, 0, 2, 3, 0, 1.0f, g, 1, 0, g, 3, 0, 0.5f, g, 3, 0, 1);
+    float *r = fetch(gpu, g, 6);
+    ck_assert(r[0] == 0.5f && r[1] == 1.0f && isnan(r[2]) && r[5] == 3.0f);
+    free(r);
+    gpu->gemm_batched(0, 0, 2, 3, 0, 1.0f, g, 1, 0, g, 3, 0, 0.0f, g, 3, 0, 1);
+    r = fetch(gpu, g, 6);
+    for (int k = 0; k < 6; k++)
+        ck_assert(r[k] == 0.0f && !signbit(r[k]));
+    free(r);
+    gpu->free(g);
+}
+END_TEST
+
+static const int rshapes[][2] = { /* rows, columns */
+    {1, 1}, {5, 3}, {64, 50}, {7, 1000}, {3200, 192}, {9600, 50}};
+#define NRSHAPES ((int)(sizeof rshapes / sizeof rshapes[0]))
+
+START_TEST(test_softmax)
+{
+    const int R = rshapes[_i][0], N = rshapes[_i][1];
+    const size_t n = (size_t)R * N;
+    float *x = rand_floats(n, -8.0f, 8.0f), *dp = rand_floats(n, -1.0f, 1.0f);
+    if (n > 4)
+        x[3] = -INFINITY;   /* a masked score */
+    char what[96];
+    ck_assert(gpu->softmax_fwd && gpu->softmax_bwd);
+    struct pair p = put2(x, n), p2 = put2(x, n), d = put2(dp, n), d2 = put2(dp, n);
+    gpu->softmax_fwd(R, N, p.g);
+    gpu->softmax_fwd(R, N, p2.g);
+    cpu->softmax_fwd(R, N, p.c);
+    float *hp = fetch(gpu, p.g, n), *hp2 = fetch(gpu, p2.g, n), *rp = fetch(cpu, p.c, n);
+    snprintf(what, sizeof what, "softmax_fwd R=%d N=%d", R, N);
+    expect_close(what, hp, rp, n, 1e-6);
+    expect_same_bits(what, hp, hp2, n * 4);
+    /* backward on the CPU's P on both */
+    gpu->to_device(p.g, rp, n * 4);
+    gpu->softmax_bwd(R, N, 0.125f, p.g, d.g);
+    gpu->softmax_bwd(R, N, 0.125f, p.g, d2.g);
+    cpu->softmax_bwd(R, N, 0.125f, p.c, d.c);
+    float *hd = fetch(gpu, d.g, n), *hd2 = fetch(gpu, d2.g, n), *rd = fetch(cpu, d.c, n);
+    snprintf(what, sizeof what, "softmax_bwd R=%d N=%d", R, N);
+    expect_close(what, hd, rd, n, 1e-5);
+    expect_same_bits(what, hd, hd2, n * 4);
+    free(hp); free(hp2); free(rp); free(hd); free(hd2); free(rd);
+    free2(p); free2(p2); free2(d); free2(d2);
+    free(x); free(dp);
+}
+END_TEST
+
+/* LayerNorm: the same operations in the same order as the CPU (double sums
+ * by one thread, correctly rounded sqrt and division): the same bits */
+START_TEST(test_layernorm)
+{
+    const int R = rshapes[_i][0], D = rshapes[_i][1];
+    const size_t n = (size_t)R * D;
+    float *x = rand_floats(n, -1.0f, 3.0f), *dy = rand_floats(n, -1.0f, 1.0f);
+    float *ga = rand_floats((size_t)D, 0.5f, 1.5f), *be = rand_floats((size_t)D, -0.5f, 0.5f);
+    float *acc = rand_floats(2 * (size_t)D, -0.5f, 0.5f);
+    char what[96];
+    ck_assert(gpu->ln_fwd && gpu->ln_bwd);
+    struct pair px = put2(x, n), pdy = put2(dy, n), pga = put2(ga, D), pbe = put2(be, D);
+    struct pair py = put2(NULL, n), ps = put2(NULL, 2 * (size_t)R), pdx = put2(NULL, n);
+    struct pair pg = put2(NULL, 2 * (size_t)D), pacc = put2(acc, 2 * (size_t)D);
+    gpu->ln_fwd(R, D, px.g, pga.g, pbe.g, 1e-6f, py.g, ps.g);
+    cpu->ln_fwd(R, D, px.c, pga.c, pbe.c, 1e-6f, py.c, ps.c);
+    float *hy = fetch(gpu, py.g, n), *ry = fetch(cpu, py.c, n);
+    float *hs = fetch(gpu, ps.g, 2 * (size_t)R), *rs = fetch(cpu, ps.c, 2 * (size_t)R);
+    snprintf(what, sizeof what, "ln_fwd y R=%d D=%d", R, D);
+    expect_bits(what, hy, ry, n);
+    snprintf(what, sizeof what, "ln_fwd save R=%d D=%d", R, D);
+    expect_bits(what, hs, rs, 2 * (size_t)R);
+    gpu->ln_bwd(R, D, px.g, pga.g, ps.g, pdy.g, pdx.g, pg.g, pg.g + D, 0);
+    cpu->ln_bwd(R, D, px.c, pga.c, ps.c, pdy.c, pdx.c, pg.c, pg.c + D, 0);
+    float *hdx = fetch(gpu, pdx.g, n), *rdx = fetch(cpu, pdx.c, n);
+    float *hg = fetch(gpu, pg.g, 2 * (size_t)D), *rg = fetch(cpu, pg.c, 2 * (size_t)D);
+    snprintf(what, sizeof what, "ln_bwd dx R=%d D=%d", R, D);
+    expect_bits(what, hdx, rdx, n);
+    snprintf(what, sizeof what, "ln_bwd dgamma, dbeta R=%d D=%d", R, D);
+    expect_bits(what, hg, rg, 2 * (size_t)D);
+    /* dx over dy, accumulate onto dgamma, dbeta */
+    gpu->ln_bwd(R, D, px.g, pga.g, ps.g, pdy.g, pdy.g, pacc.g, pacc.g + D, 1);
+    float *hin = fetch(gpu, pdy.g, n), *hacc = fetch(gpu, pacc.g, 2 * (size_t)D);
+    snprintf(what, sizeof what, "ln_bwd dx over dy R=%d D=%d", R, D);
+    expect_bits(what, hin, rdx, n);
+    for (int c = 0; c < 2 * D; c++)
+        ck_assert_msg(hacc[c] == acc[c] + hg[c], "ln_bwd accumulate [%d] is not acc + the "
+                      "gradient", c);
+    free(hy); free(ry); free(hs); free(rs); free(hdx); free(rdx); free(hg); free(rg); free(hin);
+    free(hacc);
+    free2(px); free2(pdy); free2(pga); free2(pbe); free2(py); free2(ps); free2(pdx); free2(pg);
+    free2(pacc);
+    free(x); free(dy); free(ga); free(be); free(acc);
+}
+END_TEST
+
+START_TEST(test_gelu)
+{
+    const size_t sizes[] = {1, 1000, 1000003};
+    ck_assert(gpu->gelu_fwd && gpu->gelu_bwd);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *x = rand_floats(n, -7.0f, 7.0f), *dy = rand_floats(n, -1.0f, 1.0f);
+        x[0] = 1.0f;
+        struct pair px = put2(x, n), pdy = put2(dy, n), py = put2(NULL, n), pdx = put2(NULL, n);
+        gpu->gelu_fwd(n, px.g, py.g);
+        cpu->gelu_fwd(n, px.c, py.c);
+        gpu->gelu_bwd(n, px.g, pdy.g, pdx.g);
+        cpu->gelu_bwd(n, px.c, pdy.c, pdx.c);
+        float *hy = fetch(gpu, py.g, n), *ry = fetch(cpu, py.c, n);
+        float *hdx = fetch(gpu, pdx.g, n), *rdx = fetch(cpu, pdx.c, n);
+        ck_assert_msg(hy[0] == (float)0.8413447460685429, "gpu gelu(1) = %.9g", (double)hy[0]);
+        expect_close("gelu_fwd", hy, ry, n, 1e-6);
+        expect_close("gelu_bwd", hdx, rdx, n, 1e-6);
+        /* in place: the same bits as into a buffer of their own */
+        gpu->gelu_bwd(n, px.g, pdy.g, pdy.g);
+        gpu->gelu_fwd(n, px.g, px.g);
+        float *hy2 = fetch(gpu, px.g, n), *hdx2 = fetch(gpu, pdy.g, n);
+        expect_same_bits("gelu_fwd in place", hy2, hy, n * 4);
+        expect_same_bits("gelu_bwd in place", hdx2, hdx, n * 4);
+        free(hy); free(ry); free(hdx); free(rdx); free(hy2); free(hdx2);
+        free2(px); free2(pdy); free2(py); free2(pdx);
+        free(x); free(dy);
+    }
+}
+END_TEST
+
+/* the tokens and the row helpers move or add floats in the CPU's order:
+ * the same bits */
+START_TEST(test_tokens_rows)
+{
+    const int tshapes[][3] = {{1, 1, 1}, {2, 3, 4}, {64, 192, 49}, {3, 7, 0}};
+    ck_assert(gpu->tokens_fwd && gpu->tokens_bwd && gpu->add_rows && gpu->sum_rows &&
+              gpu->copy_rows);
+    for (size_t t = 0; t < sizeof tshapes / sizeof tshapes[0]; t++) {
+        const int B = tshapes[t][0], D = tshapes[t][1], np = tshapes[t][2], T = np + 1;
+        const size_t nx = (size_t)B * D * np, ny = (size_t)B * T * D;
+        float *x = rand_floats(nx + 1, -1.0f, 1.0f), *cls = rand_floats(D, -1.0f, 1.0f);
+        float *dy = rand_floats(ny, -1.0f, 1.0f), *acc = rand_floats(D, -1.0f, 1.0f);
+        struct pair px = put2(x, nx + 1), pc = put2(cls, D), py = put2(NULL, ny);
+        struct pair pdy = put2(dy, ny), pdx = put2(NULL, nx + 1), pdc = put2(NULL, D);
+        struct pair pacc = put2(acc, D);
+        char what[96];
+        gpu->tokens_fwd(B, D, np, px.g, pc.g, py.g);
+        cpu->tokens_fwd(B, D, np, px.c, pc.c, py.c);
+        float *hy = fetch(gpu, py.g, ny), *ry = fetch(cpu, py.c, ny);
+        snprintf(what, sizeof what, "tokens_fwd B=%d D=%d n=%d", B, D, np);
+        expect_bits(what, hy, ry, ny);
+        gpu->tokens_bwd(B, D, np, pdy.g, pdx.g, pdc.g, 0);
+        cpu->tokens_bwd(B, D, np, pdy.c, pdx.c, pdc.c, 0);
+        gpu->tokens_bwd(B, D, np, pdy.g, NULL, pacc.g, 1);
+        cpu->tokens_bwd(B, D, np, pdy.c, NULL, pacc.c, 1);
+        float *hdx = fetch(gpu, pdx.g, nx), *rdx = fetch(cpu, pdx.c, nx);
+        float *hdc = fetch(gpu, pdc.g, D), *rdc = fetch(cpu, pdc.c, D);
+        float *hacc = fetch(gpu, pacc.g, D), *racc = fetch(cpu, pacc.c, D);
+        snprintf(what, sizeof what, "tokens_bwd dx B=%d D=%d n=%d", B, D, np);
+        expect_bits(what, hdx, rdx, nx);
+        snprintf(what, sizeof what, "tokens_bwd dcls B=%d D=%d n=%d", B, D, np);
+        expect_bits(what, hdc, rdc, D);
+        snprintf(what, sizeof what, "tokens_bwd accumulate B=%d D=%d n=%d", B, D, np);
+        expect_bits(what, hacc, racc, D);
+        free(hy); free(ry); free(hdx); free(rdx); free(hdc); free(rdc); free(hacc); free(racc);
+        free2(px); free2(pc); free2(py); free2(pdy); free2(pdx); free2(pdc); free2(pacc);
+        free(x); free(cls); free(dy); free(acc);
+    }
+    const int R = 3200, N = 192;
+    const size_t n = (size_t)R * N;
+    float *x = rand_floats(n, -1.0f, 1.0f), *p = rand_floats(N, -1.0f, 1.0f);
+    float *acc = rand_floats(N, -1.0f, 1.0f);
+    struct pair px = put2(x, n), pp = put2(p, N), py = put2(NULL, n), ps = put2(NULL, N);
+    struct pair pacc = put2(acc, N), pd = put2(x, n);
+    gpu->add_rows(R, N, px.g, pp.g, py.g);
+    cpu->add_rows(R, N, px.c, pp.c, py.c);
+    gpu->sum_rows(R, N, py.g, ps.g, 0);
+    cpu->sum_rows(R, N, py.c, ps.c, 0);
+    gpu->sum_rows(R, N, py.g, pacc.g, 1);
+    cpu->sum_rows(R, N, py.c, pacc.c, 1);
+    /* copy_rows: every other row's first 100 columns into rows of 100 */
+    gpu->copy_rows(R / 2, 100, py.g, 2 * (size_t)N, pd.g, 100);
+    cpu->copy_rows(R / 2, 100, py.c, 2 * (size_t)N, pd.c, 100);
+    gpu->add_rows(R, N, px.g, pp.g, px.g);   /* in place */
+    float *hy = fetch(gpu, py.g, n), *ry = fetch(cpu, py.c, n), *hx = fetch(gpu, px.g, n);
+    float *hs = fetch(gpu, ps.g, N), *rs = fetch(cpu, ps.c, N);
+    float *ha = fetch(gpu, pacc.g, N), *ra = fetch(cpu, pacc.c, N);
+    float *hd = fetch(gpu, pd.g, n), *rd = fetch(cpu, pd.c, n);
+    expect_bits("add_rows", hy, ry, n);
+    expect_bits("add_rows in place", hx, ry, n);
+    expect_bits("sum_rows", hs, rs, N);
+    expect_bits("sum_rows accumulate", ha, ra, N);
+    expect_bits("copy_rows", hd, rd, n);
+    free(hy); free(ry); free(hx); free(hs); free(rs); free(ha); free(ra); free(hd); free(rd);
+    free2(px); free2(pp); free2(py); free2(ps); free2(pacc); free2(pd);
+    free(x); free(p); free(acc);
+}
+END_TEST
+
 static Suite *gpu_suite(void)
 {
     Suite *s = suite_create("gpu");
@@ -1080,6 +1366,11 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(t, test_maxpool, 0, NPSHAPES);
     tcase_add_test(t, test_avgpool);
     tcase_add_test(t, test_add3);
+    tcase_add_loop_test(t, test_gemm_batched, 0, NGBSHAPES);
+    tcase_add_loop_test(t, test_softmax, 0, NRSHAPES);
+    tcase_add_loop_test(t, test_layernorm, 0, NRSHAPES);
+    tcase_add_test(t, test_gelu);
+    tcase_add_test(t, test_tokens_rows);
     suite_add_tcase(s, t);
     return s;
 }

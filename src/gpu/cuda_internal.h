@@ -123,4 +123,24 @@ void cdp_cuda_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
 void cdp_cuda_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
 void cdp_cuda_add3(size_t n, const float *a, const float *b, float *y);
 
+/* Transformer kernels (kernels_tokens.cu): batched GEMM, softmax, LayerNorm,
+ * GELU, patch/class tokens and the row helpers of the backend contract. */
+void cdp_cuda_gemm_batched(int tA, int tB, int M, int N, int K, float alpha, const float *A,
+                           int lda, size_t sA, const float *Bm, int ldb, size_t sB, float beta,
+                           float *C, int ldc, size_t sC, int batch);
+void cdp_cuda_softmax_fwd(int R, int N, float *x);
+void cdp_cuda_softmax_bwd(int R, int N, float scale, const float *P, float *dp);
+void cdp_cuda_ln_fwd(int R, int D, const float *x, const float *gamma, const float *beta,
+                     float eps, float *y, float *save);
+void cdp_cuda_ln_bwd(int R, int D, const float *x, const float *gamma, const float *save,
+                     const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
+void cdp_cuda_gelu_fwd(size_t n, const float *x, float *y);
+void cdp_cuda_gelu_bwd(size_t n, const float *x, const float *dy, float *dx);
+void cdp_cuda_tokens_fwd(int B, int D, int n, const float *x, const float *cls, float *y);
+void cdp_cuda_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float *dcls,
+                         int accumulate);
+void cdp_cuda_add_rows(int R, int N, const float *x, const float *p, float *y);
+void cdp_cuda_sum_rows(int R, int N, const float *x, float *out, int accumulate);
+void cdp_cuda_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
+
 #endif
