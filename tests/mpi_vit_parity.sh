@@ -31,6 +31,11 @@
 # softmax ignores a shift of all the scores of a query) moves its weight by
 # ~lr * |g| / (|g| + eps); with eps 1e-8 this stays far below 1e-3 here.
 #
+# The SGD cases are held to rel_change <= 1e-4 instead of 1e-3: their
+# noise is ~1e-6 (cdp measured 4e-7..8e-7), and a GELU with tanh's
+# approximation instead of erf (a forward off by < 1e-3) moves rel_change
+# to ~2.5e-4 only, which 1e-3 would let pass.
+#
 # Then cdp's weights load into torchvision's VisionTransformer with
 # strict=True and give cdp's own test accuracy (within 0.002).
 #
@@ -43,7 +48,7 @@ M=vit:patch=7,dim=32,depth=3,heads=2,mlp=64
 
 write_init "$M" 1 "$tmp/vit-linear-head.st" --head-init linear
 parity vit-sgd "$M" "$tmp/vit-linear-head.st" 4 3 3 "2:1 4:2" \
-    "--lr 0.05 --momentum 0.9 --weight-decay 5e-4"
+    "--lr 0.05 --momentum 0.9 --weight-decay 5e-4" 1e-4
 
 if "$CDP" --help 2>&1 | grep -q -- '--optimizer'; then
     write_init "$M" 1 "$tmp/vit-init.st"

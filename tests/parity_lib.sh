@@ -1,7 +1,7 @@
 # Shared by the parity tests against tests/torch_model_reference.py
 # (mpi_resnet_parity.sh, mpi_vit_parity.sh): paths, skips, timeouts, and
 #   write_init MODEL SEED FILE [reference options]
-#   parity TAG MODEL INIT B K L "N:RANKS ..." "OPTIONS"
+#   parity TAG MODEL INIT B K L "N:RANKS ..." "OPTIONS" [TOL_CHANGE]
 #   load_test MODEL "cdp_run OPTIONS"
 #   finish WHAT
 # parity runs cdp_run for dp, cdp-v1 and cdp-v2 with every N:RANKS from the
@@ -9,7 +9,9 @@
 # share: --lr, --momentum, --weight-decay, --optimizer, --betas, --eps), on
 # Fashion-MNIST in file order, saves P(K), and has the reference compare
 # each run (RESULT lines, all "ok") and a negative control (the cdp-v1
-# reference against the last dp run) that must FAIL.
+# reference against the last dp run) that must FAIL.  TOL_CHANGE, where a
+# case's calibration allows it, is a tighter bound on rel_change than the
+# 1e-3 of doc/reference.md (every RESULT must meet both).
 #
 # Skips (77) without /usr/bin/python3 + torch + torchvision or without the
 # data files.  Environment (from the automake harness): top_builddir,
@@ -70,11 +72,11 @@ write_init() {
         || fail "$model: could not write the initial weights"
 }
 
-# parity TAG MODEL INIT B K L "N:RANKS ..." "OPTIONS"
+# parity TAG MODEL INIT B K L "N:RANKS ..." "OPTIONS" [TOL_CHANGE]
 parity() {
-    local tag=$1 model=$2 init=$3 B=$4 K=$5 L=$6 configs=$7 train=$8
+    local tag=$1 model=$2 init=$3 B=$4 K=$5 L=$6 configs=$7 train=$8 tolc=${9:-$TOL_CHANGE}
     local opts="--batch $B --steps $K $train"
-    echo "== $tag: $model, B=$B K=$K L=$L, $train"
+    echo "== $tag: $model, B=$B K=$K L=$L, $train (rel <= $TOL, rel_change <= $tolc)"
 
     # cdp's stage split (FLOPs-balanced, decided by cdp)
     local plan=$tmp/$tag-plan.log first_n=${configs%%:*}
@@ -124,7 +126,7 @@ parity() {
     # shellcheck disable=SC2086
     $TOPY "$PY" "$REF" --model "$model" --init-weights "$init" $opts \
         --stages-split "$split" --stages "$L" --data-dir "$DATA" \
-        --tol $TOL --tol-change $TOL_CHANGE --noise "${cases[@]}" >"$rlog" 2>&1
+        --tol $TOL --tol-change "$tolc" --noise "${cases[@]}" >"$rlog" 2>&1
     rc=$?
     cat "$rlog"
     [ $rc = 0 ] || [ $rc = 1 ] || fail "$tag: torch_model_reference.py exited with $rc"
