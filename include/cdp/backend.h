@@ -184,7 +184,7 @@ typedef struct cdp_backend {
      * per row (double): a = sum g, b = sum g * xhat; dx = rstd * (g - a/D -
      * xhat * b/D); dgamma = sum over rows of dy * xhat, dbeta = sum over rows
      * of dy (double, rows in order 0..R-1, whatever the threads).  dx may
-     * equal dy.  accumulate: dgamma, dbeta added to (as conv2d_bwd). */
+     * equal dy, or be NULL (not computed: a stage's first layer).  accumulate: dgamma, dbeta added to (as conv2d_bwd). */
     void (*ln_bwd)(int R, int D, const float *x, const float *gamma, const float *save,
                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
     /* Exact GELU (nn.GELU()): y = x * 0.5 * (1 + erf(x / sqrt 2)), computed

@@ -219,6 +219,8 @@ void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const floa
         int c0 = q * COLS, c1 = c0 + COLS < D ? c0 + COLS : D;
         ln_param_grads(R, D, c0, c1, x, save, dy, dgamma, dbeta, accumulate);
     }
+    if (!dx)
+        return;
     const double dd = (double)D;
 #pragma omp parallel for CDP_CPU_PAR(n)
     for (int r = 0; r < R; r++) {
