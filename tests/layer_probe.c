@@ -33,6 +33,8 @@
  *   add         dims n; a b dy -> y da db (add3; the add layer's backward)
  *   xent        dims B C; logits labels (int32) -> loss (float64, mean of
  *               the row losses) correct (float64) dlogits
+ *   layernorm, gelu, attention, tokens: through the layer kinds of src/nn
+ *               (run_ops and the comments above each)
  *
  * Exit status 0, or 2 with a message on a malformed request. */
 #include <stdint.h>
@@ -352,10 +354,120 @@ static void run_xent(void)
     putf("dlogits", n, z);
 }
 
+/* A layer through its cdp_layer_ops (src/nn), as a stage runs it: forward
+ * in training mode, then backward with accumulate 0.  params: the names of
+ * the parameter records in layout order; the outputs are y, dx and "d" +
+ * each parameter's name. */
+static void run_ops(cdp_layer *ly, int B, const char *const *params, int np)
+{
+    const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+    char err[256];
+    if (ops->shape(ly, err, sizeof err))
+        die("%s", err);
+    cdp_param_desc d[8];
+    int nd = ops->params ? ops->params(ly, d) : 0;
+    if (nd != np)
+        die("the layer has a different number of parameters than the request%s", "");
+    size_t pn[8], ptot = 0;
+    for (int k = 0; k < np; k++) {
+        pn[k] = 1;
+        for (int q = 0; q < d[k].ndim; q++)
+            pn[k] *= (size_t)d[k].shape[q];
+        ptot += pn[k];
+    }
+    const size_t nx = (size_t)B * cdp_shape_n(ly->xs), ny = (size_t)B * cdp_shape_n(ly->ys);
+    float *P = xalloc(ptot * sizeof(float) + 4), *G = xalloc(ptot * sizeof(float) + 4);
+    for (int k = 0, o = 0; k < np; o += (int)pn[k], k++)
+        memcpy(P + o, get(params[k], DT_F32, pn[k]), pn[k] * sizeof(float));
+    size_t save = (ops->save_per_sample ? ops->save_per_sample(ly) * (size_t)B : 0) +
+                  (ops->save_fixed ? ops->save_fixed(ly) : 0);
+    size_t wsn = ops->ws_floats ? ops->ws_floats(ly, be, B) : 0;
+    const float *x = get("x", DT_F32, nx), *dy = get("dy", DT_F32, ny);
+    float *y = xalloc(ny * sizeof(float)), *dx = xalloc(nx * sizeof(float));
+    cdp_layer_io io = {.be = be, .B = B, .p = P, .g = G, .x = x, .y = y, .dy = dy, .dx = dx};
+    io.save = xalloc(save * sizeof(float) + 4);
+    io.ws = xalloc(wsn * sizeof(float) + 4);
+    ops->fwd(ly, &io, 1);
+    ops->bwd(ly, &io);
+    putf("y", ny, y);
+    putf("dx", nx, dx);
+    for (int k = 0, o = 0; k < np; o += (int)pn[k], k++) {
+        char name[80];
+        snprintf(name, sizeof name, "d%s", params[k]);
+        putf(name, pn[k], G + o);
+    }
+}
+
+/* layernorm   dims B T D; eps (float32); x w b dy -> y dx dw db */
+static void run_layernorm(void)
+{
+    const int *d = dims(3);
+    cdp_layer ly = {.kind = CDP_LAYER_LAYERNORM, .xs = {d[1], 1, d[2]}};
+    ly.eps = *(const float *)get("eps", DT_F32, 1);
+    static const char *const p[] = {"w", "b"};
+    run_ops(&ly, d[0], p, 2);
+}
+
+/* gelu        dims n; x dy -> y dx */
+static void run_gelu(void)
+{
+    cdp_layer ly = {.kind = CDP_LAYER_GELU, .xs = {dims(1)[0], 1, 1}};
+    run_ops(&ly, 1, NULL, 0);
+}
+
+/* attention   dims B T D H; x in_w in_b out_w out_b dy -> y dx din_w din_b
+ *             dout_w dout_b */
+static void run_attention(void)
+{
+    const int *d = dims(4);
+    cdp_layer ly = {.kind = CDP_LAYER_ATTENTION, .xs = {d[1], 1, d[2]}, .heads = d[3]};
+    static const char *const p[] = {"in_w", "in_b", "out_w", "out_b"};
+    run_ops(&ly, d[0], p, 4);
+}
+
+/* tokens      dims B D h w; x ([B, D, h, w]) cls pos dy ([B, D]): the ViT's
+ *             input path, class_token, pos_embed and token_select in turn
+ *             -> t (tokens), y, dx dcls dpos */
+static void run_tokens(void)
+{
+    const int *d = dims(4);
+    const int B = d[0], D = d[1], n = d[2] * d[3], T = n + 1;
+    const size_t nx = (size_t)B * D * n, nt = (size_t)B * T * D, ny = (size_t)B * D;
+    const float *x = get("x", DT_F32, nx), *cls = get("cls", DT_F32, (size_t)D),
+                *pos = get("pos", DT_F32, (size_t)T * D), *dy = get("dy", DT_F32, ny);
+    cdp_layer lc = {.kind = CDP_LAYER_CLASS_TOKEN, .xs = {D, d[2], d[3]}};
+    cdp_layer lp = {.kind = CDP_LAYER_POS_EMBED, .xs = {T, 1, D}, .ys = {T, 1, D}};
+    cdp_layer ls = {.kind = CDP_LAYER_TOKEN_SELECT, .xs = {T, 1, D}};
+    char err[256];
+    if (cdp_layer_ops_of(lc.kind)->shape(&lc, err, sizeof err) ||
+        cdp_layer_ops_of(ls.kind)->shape(&ls, err, sizeof err))
+        die("%s", err);
+    float *t0 = xalloc(nt * sizeof(float)), *t1 = xalloc(nt * sizeof(float)),
+          *y = xalloc(ny * sizeof(float)), *dt1 = xalloc(nt * sizeof(float)),
+          *dt0 = xalloc(nt * sizeof(float)), *dx = xalloc(nx * sizeof(float)),
+          *dcls = xalloc((size_t)D * sizeof(float)), *dpos = xalloc(nt / B * sizeof(float));
+    cdp_layer_io a = {.be = be, .B = B, .p = cls, .g = dcls, .x = x, .y = t0, .dy = dt0, .dx = dx};
+    cdp_layer_io b = {.be = be, .B = B, .p = pos, .g = dpos, .x = t0, .y = t1, .dy = dt1, .dx = dt0};
+    cdp_layer_io c = {.be = be, .B = B, .x = t1, .y = y, .dy = dy, .dx = dt1};
+    cdp_layer_ops_of(lc.kind)->fwd(&lc, &a, 1);
+    cdp_layer_ops_of(lp.kind)->fwd(&lp, &b, 1);
+    cdp_layer_ops_of(ls.kind)->fwd(&ls, &c, 1);
+    cdp_layer_ops_of(ls.kind)->bwd(&ls, &c);
+    cdp_layer_ops_of(lp.kind)->bwd(&lp, &b);
+    cdp_layer_ops_of(lc.kind)->bwd(&lc, &a);
+    putf("t", nt, t1);
+    putf("y", ny, y);
+    putf("dx", nx, dx);
+    putf("dcls", (size_t)D, dcls);
+    putf("dpos", nt / B, dpos);
+}
+
 static const struct {
     const char *name;
     void (*run)(void);
 } layers[] = {
+    {"layernorm", run_layernorm}, {"gelu", run_gelu}, {"attention", run_attention},
+    {"tokens", run_tokens},
     {"conv2d", run_conv2d},   {"batchnorm2d", run_batchnorm2d}, {"relu", run_relu},
     {"maxpool2d", run_maxpool2d}, {"avgpool", run_avgpool},     {"linear", run_linear},
     {"add", run_add},         {"xent", run_xent},

@@ -1,5 +1,6 @@
-/* Finite-difference checks of whole residual blocks with BatchNorm, through
- * the model's stage API (cdp_model_build, cdp_stage_fwd, cdp_stage_bwd,
+/* Finite-difference checks of whole residual blocks with BatchNorm, and of
+ * a Vision Transformer's embedding, encoder block and head, through the
+ * model's stage API (cdp_model_build, cdp_stage_fwd, cdp_stage_bwd,
  * cdp_stage_update) on the CPU backend.
  *
  * Each case builds a ResNet with one block per stage and takes one stage:
@@ -386,9 +387,12 @@ static void ref_fwd(ref *r, const double *P, const double *x, int from, int reco
             memcpy(y, a, nx * sizeof(double));
             break;
         case CDP_LAYER_LINEAR: {
-            const int in = (int)cdp_shape_n(xs), out = ys.c;
+            /* tokens: one row per token */
+            const int rows = ly->tokens ? B * xs.c * xs.h : B;
+            const int in = ly->tokens ? xs.w : (int)cdp_shape_n(xs);
+            const int out = ly->tokens ? ys.w : ys.c;
             const double *Wt = P + ly->p_off, *bias = Wt + (size_t)out * in;
-            for (int b = 0; b < B; b++)
+            for (int b = 0; b < rows; b++)
                 for (int o = 0; o < out; o++) {
                     double sum = bias[o];
                     for (int i = 0; i < in; i++)
@@ -401,6 +405,98 @@ static void ref_fwd(ref *r, const double *P, const double *x, int from, int reco
             const double *a2 = rd(r, ly->in2, x);
             for (size_t q = 0; q < ny; q++)
                 y[q] = a[q] + a2[q];
+            break;
+        }
+        case CDP_LAYER_LAYERNORM: {
+            const int D = xs.w;
+            const size_t R = (size_t)B * xs.c * xs.h;
+            const double *g = P + ly->p_off, *be = g + D;
+            for (size_t q = 0; q < R; q++) {
+                const double *xr = a + q * D;
+                double mean = 0.0, var = 0.0;
+                for (int d = 0; d < D; d++)
+                    mean += xr[d];
+                mean /= D;
+                for (int d = 0; d < D; d++)
+                    var += (xr[d] - mean) * (xr[d] - mean);
+                double is = 1.0 / sqrt(var / D + (double)ly->eps);
+                for (int d = 0; d < D; d++)
+                    y[q * D + d] = (xr[d] - mean) * is * g[d] + be[d];
+            }
+            break;
+        }
+        case CDP_LAYER_GELU:
+            for (size_t q = 0; q < ny; q++)
+                y[q] = a[q] * 0.5 * (1.0 + erf(a[q] / sqrt(2.0)));
+            break;
+        case CDP_LAYER_ATTENTION: {
+            const int T = xs.c * xs.h, D = xs.w, H = ly->heads, d = D / H;
+            const double *Wi = P + ly->p_off, *bi = Wi + 3 * (size_t)D * D;
+            const double *Wo = bi + 3 * D, *bo = Wo + (size_t)D * D;
+            double *qkv = dbuf((size_t)T * 3 * D), *O = dbuf((size_t)T * D), *S = dbuf(T);
+            for (int b = 0; b < B; b++) {
+                const double *xb = a + (size_t)b * T * D;
+                for (int t = 0; t < T; t++)
+                    for (int o = 0; o < 3 * D; o++) {
+                        double sum = bi[o];
+                        for (int i = 0; i < D; i++)
+                            sum += xb[(size_t)t * D + i] * Wi[(size_t)o * D + i];
+                        qkv[(size_t)t * 3 * D + o] = sum;
+                    }
+                for (int h = 0; h < H; h++)
+                    for (int t = 0; t < T; t++) {
+                        double mx = -INFINITY, z = 0.0;
+                        for (int u = 0; u < T; u++) {
+                            double dot = 0.0;
+                            for (int e = 0; e < d; e++)
+                                dot += qkv[(size_t)t * 3 * D + h * d + e] *
+                                       qkv[(size_t)u * 3 * D + D + h * d + e];
+                            S[u] = dot / sqrt((double)d);
+                            mx = fmax(mx, S[u]);
+                        }
+                        for (int u = 0; u < T; u++)
+                            z += (S[u] = exp(S[u] - mx));
+                        for (int e = 0; e < d; e++) {
+                            double sum = 0.0;
+                            for (int u = 0; u < T; u++)
+                                sum += S[u] / z * qkv[(size_t)u * 3 * D + 2 * D + h * d + e];
+                            O[(size_t)t * D + h * d + e] = sum;
+                        }
+                    }
+                for (int t = 0; t < T; t++)
+                    for (int o = 0; o < D; o++) {
+                        double sum = bo[o];
+                        for (int i = 0; i < D; i++)
+                            sum += O[(size_t)t * D + i] * Wo[(size_t)o * D + i];
+                        y[((size_t)b * T + t) * D + o] = sum;
+                    }
+            }
+            free(qkv); free(O); free(S);
+            break;
+        }
+        case CDP_LAYER_CLASS_TOKEN: {
+            const int D = xs.c, n = xs.h * xs.w;
+            const double *cls = P + ly->p_off;
+            for (int b = 0; b < B; b++)
+                for (int dd = 0; dd < D; dd++) {
+                    y[(size_t)b * (n + 1) * D + dd] = cls[dd];
+                    for (int i = 0; i < n; i++)
+                        y[((size_t)b * (n + 1) + 1 + i) * D + dd] = a[((size_t)b * D + dd) * n + i];
+                }
+            break;
+        }
+        case CDP_LAYER_POS_EMBED: {
+            const size_t n = cdp_shape_n(xs);
+            const double *pos = P + ly->p_off;
+            for (size_t q = 0; q < ny; q++)
+                y[q] = a[q] + pos[q % n];
+            break;
+        }
+        case CDP_LAYER_TOKEN_SELECT: {
+            const size_t n = cdp_shape_n(xs);
+            for (int b = 0; b < B; b++)
+                for (int dd = 0; dd < xs.w; dd++)
+                    y[(size_t)b * xs.w + dd] = a[(size_t)b * n + dd];
             break;
         }
         default:
@@ -450,8 +546,9 @@ static double ref_f(ref *r, const double *P, const double *x, int from, const do
 
 /* ------------------------------------------------------------ the cases */
 
-enum role { STEM, IDENTITY, DOWNSAMPLE, HEAD };
-static const char *role_name[] = { "stem", "identity block", "downsample block", "head" };
+enum role { STEM, IDENTITY, DOWNSAMPLE, HEAD, EMBED, ENCODER, VIT_HEAD };
+static const char *role_name[] = { "stem", "identity block", "downsample block", "head",
+                                   "embedding", "encoder block", "head" };
 
 typedef struct block_case {
     const char *spec;
@@ -481,6 +578,14 @@ static const block_case cases[] = {
     { "resnet18", { 3, 16, 16 }, 2, 0, STEM, "conv1", 300, 200 },
     { "resnet18", { 3, 16, 16 }, 2, 1, IDENTITY, "layer1.0.conv1", 210, 60 },
     { "resnet18", { 3, 16, 16 }, 2, -1, HEAD, "avgpool", 250, 1024 },
+    /* a ViT on a non-square 2x6x4 image: 2x2 patches, 7 tokens of 8
+     * features, 2 heads; every parameter moved off its initialisation
+     * (init_params), the zero head and class token included */
+    { "vit:patch=2,dim=8,depth=2,heads=2,mlp=12", { 2, 6, 4 }, 3, 0, EMBED, "conv_proj", 300, 200 },
+    { "vit:patch=2,dim=8,depth=2,heads=2,mlp=12", { 2, 6, 4 }, 3, 1, ENCODER,
+      "encoder.layers.encoder_layer_0.ln_1", 400, 168 },
+    { "vit:patch=2,dim=8,depth=2,heads=2,mlp=12", { 2, 6, 4 }, 3, -1, VIT_HEAD, "encoder.ln",
+      300, 168 },
 };
 
 static void build(const block_case *c, cdp_model *m)
@@ -500,7 +605,8 @@ static void build(const block_case *c, cdp_model *m)
 static void check_role(const block_case *c, const cdp_model *m, int l)
 {
     const cdp_stage_plan *P = &m->plan[l];
-    int adds = 0, convs = 0, pools = 0, fcs = 0, bns = 0, shortcut_in = 0;
+    int adds = 0, convs = 0, pools = 0, fcs = 0, bns = 0, shortcut_in = 0, atts = 0, lns = 0;
+    int tok = 0, sel = 0;
     for (int j = P->first_layer; j < P->end_layer; j++) {
         const cdp_layer *ly = &m->layers[j];
         adds += ly->kind == CDP_LAYER_ADD;
@@ -508,8 +614,12 @@ static void check_role(const block_case *c, const cdp_model *m, int l)
         bns += ly->kind == CDP_LAYER_BATCHNORM2D;
         pools += ly->kind == CDP_LAYER_MAXPOOL2D;
         fcs += ly->kind == CDP_LAYER_LINEAR;
+        atts += ly->kind == CDP_LAYER_ATTENTION;
+        lns += ly->kind == CDP_LAYER_LAYERNORM;
+        tok += ly->kind == CDP_LAYER_CLASS_TOKEN || ly->kind == CDP_LAYER_POS_EMBED;
+        sel += ly->kind == CDP_LAYER_TOKEN_SELECT;
         if (ly->kind == CDP_LAYER_ADD)
-            shortcut_in = ly->in2 == P->in_tensor;
+            shortcut_in |= ly->in2 == P->in_tensor;
     }
     REQUIRE(strcmp(m->layers[P->first_layer].name, c->first) == 0,
             "%s stage %d starts with %s, not %s", c->spec, l,
@@ -529,6 +639,15 @@ static void check_role(const block_case *c, const cdp_model *m, int l)
         break;
     case HEAD:
         ck_assert(l == m->nstages - 1 && fcs == 1 && bns == 0 && !P->slot_doubles);
+        break;
+    case EMBED:
+        ck_assert(l == 0 && convs == 1 && tok == 2 && atts == 0);
+        break;
+    case ENCODER:
+        ck_assert(adds == 2 && atts == 1 && lns == 2 && fcs == 2 && shortcut_in);
+        break;
+    case VIT_HEAD:
+        ck_assert(l == m->nstages - 1 && lns == 1 && sel == 1 && fcs == 1);
         break;
     }
 }
@@ -553,9 +672,38 @@ static int stage_tensors(const cdp_model *m, int l, ptensor *t)
             bn = "bias (beta)";
             break;
         case CDP_LAYER_LINEAR:
-            w = in * (size_t)ly->ys.c;
-            b = (size_t)ly->ys.c;
+            if (ly->tokens) {
+                w = (size_t)ly->xs.w * (size_t)ly->ys.w;
+                b = (size_t)ly->ys.w;
+            } else {
+                w = in * (size_t)ly->ys.c;
+                b = (size_t)ly->ys.c;
+            }
             break;
+        case CDP_LAYER_LAYERNORM:
+            w = b = (size_t)ly->xs.w;
+            break;
+        case CDP_LAYER_CLASS_TOKEN:
+        case CDP_LAYER_POS_EMBED:
+            w = ly->kind == CDP_LAYER_CLASS_TOKEN ? (size_t)ly->xs.c : in;
+            wn = ly->kind == CDP_LAYER_CLASS_TOKEN ? "class_token" : "pos_embedding";
+            break;
+        case CDP_LAYER_ATTENTION: {
+            /* in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias */
+            const size_t D = (size_t)ly->xs.w;
+            const char *an[4] = { "in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                  "out_proj.bias" };
+            const size_t al[4] = { 3 * D * D, 3 * D, D * D, D };
+            size_t o = ly->p_off;
+            for (int q = 0; q < 4; q++) {
+                snprintf(t[n].name, sizeof t[n].name, "%s.%s", ly->name, an[q]);
+                t[n].layer = j;
+                t[n].off = o;
+                t[n++].n = al[q];
+                o += al[q];
+            }
+            continue;
+        }
         default:
             continue;
         }
@@ -913,7 +1061,8 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
     {
         int has_linear = 0;
         for (int j = SP->first_layer; j < SP->end_layer; j++)
-            has_linear |= m.layers[j].kind == CDP_LAYER_LINEAR;
+            has_linear |= m.layers[j].kind == CDP_LAYER_LINEAR ||
+                          m.layers[j].kind == CDP_LAYER_ATTENTION;
         const int exact = !has_linear || cdp_model_accumulate_exact(be, &m, B);
         for (size_t k = 0; k < SP->train_n; k++) {
             float e = G[0][k] + G[1][k];
@@ -972,7 +1121,7 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
         free(mom);
     }
 
-    printf("%-15s stage %2d %-16s (%s): %zu params, %zu checked, %d inputs checked of %zu; "
+    printf("%-.15s stage %2d %-16s (%s): %zu params, %zu checked, %d inputs checked of %zu; "
            "worst |err|/max %.2g, worst err/tol %.2g; min |pre-act| %.2g; %.2f s (FD %.2f s)\n",
            c->spec, l, role_name[c->role], m.layers[SP->first_layer].name, SP->train_n, checked,
            c->inputs < (int)nx ? c->inputs : (int)nx, nx, worst_glob, worst_el, r.minpre,
@@ -997,6 +1146,13 @@ static float *init_params(const cdp_model *mp)
     const cdp_model m = *mp;
     float *Pall = fbuf(m.nparams);
     cdp_model_init(&m, 7, Pall);
+    /* a ViT starts with a zero head and class token and zero attention
+     * biases: every trainable parameter gets a random offset, so that every
+     * gradient is of useful size */
+    if (strncmp(m.name, "vit", 3) == 0)
+        for (int l = 0; l < m.nstages; l++)
+            for (size_t k = 0; k < m.plan[l].train_n; k++)
+                Pall[m.stage_off[l] + k] += (float)(0.3 * unit(500 + (uint64_t)l, k) - 0.15);
     for (int j = 0; j < m.nlayers; j++) {
         const cdp_layer *ly = &m.layers[j];
         if (ly->kind != CDP_LAYER_BATCHNORM2D)
@@ -1015,7 +1171,8 @@ static float *init_params(const cdp_model *mp)
     return Pall;
 }
 
-static const char *models[] = { "resnet20", "resnet18-cifar", "resnet50-cifar", "resnet18" };
+static const char *models[] = { "resnet20", "resnet18-cifar", "resnet50-cifar", "resnet18",
+                                 "vit:patch=2,dim=8,depth=2,heads=2,mlp=12" };
 
 /* every case of one model, on one build and one initialisation */
 START_TEST(block_fd)

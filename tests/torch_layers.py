@@ -4,7 +4,9 @@
 For every layer kind cdp's models are made of (conv2d, batchnorm2d in
 training and evaluation mode with its running statistics, relu, maxpool2d,
 global average pooling, linear with its fused relu and relu-masked dx,
-the residual add, softmax cross-entropy) and several shapes, this script
+the residual add, softmax cross-entropy; layernorm, gelu, multi-head
+self-attention and the ViT's token path: class token, position embedding,
+class-token output) and several shapes, this script
 draws random inputs, parameters and upstream gradients dy from
 torch.Generator (fixed seeds), computes forward and autograd backward with
 the torch.nn modules in float32, has tests/layer_probe run the same layer
@@ -285,6 +287,70 @@ def xent_case(seed, B, C, scale=1.0):
              "dlogits": (z.grad, "bwd")})
 
 
+def layernorm_case(seed, B, T, D, eps=1e-6, shift=0.0, scale=1.0):
+    g = Gen(seed)
+    m = nn.LayerNorm(D, eps=eps)
+    with torch.no_grad():
+        m.weight.copy_(g.randn(D, scale=0.5, shift=1.0))
+        m.bias.copy_(g.randn(D, scale=0.3))
+    x = leaf(g.randn(B, T, D, scale=scale, shift=shift))
+    y = m(x)
+    dy = g.randn(*y.shape)
+    y.backward(dy)
+    return ("layernorm", f"[{B},{T},{D}] eps {eps:g} shift {shift:g}", "layernorm",
+            [B, T, D], {"eps": eps}, {"x": x, "w": m.weight, "b": m.bias, "dy": dy},
+            {"y": (y, "fwd"), "dx": (x.grad, "bwd"), "dw": (m.weight.grad, "bwd"),
+             "db": (m.bias.grad, "bwd")})
+
+
+def gelu_case(seed, n, scale=3.0):
+    g = Gen(seed)
+    x = leaf(g.randn(n, scale=scale))
+    y = nn.GELU()(x)
+    dy = g.randn(n)
+    y.backward(dy)
+    return ("gelu", f"n {n} sd {scale:g}", "gelu", [n], None, {"x": x, "dy": dy},
+            {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
+
+
+def attention_case(seed, B, T, D, H):
+    g = Gen(seed)
+    m = nn.MultiheadAttention(D, H, batch_first=True)
+    with torch.no_grad():
+        m.in_proj_weight.copy_(g.randn(3 * D, D, scale=D ** -0.5))
+        m.in_proj_bias.copy_(g.randn(3 * D, scale=0.1))
+        m.out_proj.weight.copy_(g.randn(D, D, scale=D ** -0.5))
+        m.out_proj.bias.copy_(g.randn(D, scale=0.1))
+    x = leaf(g.randn(B, T, D))
+    y, _ = m(x, x, x, need_weights=False)
+    dy = g.randn(*y.shape)
+    y.backward(dy)
+    arrays = {"x": x, "in_w": m.in_proj_weight, "in_b": m.in_proj_bias,
+              "out_w": m.out_proj.weight, "out_b": m.out_proj.bias, "dy": dy}
+    return ("attention", f"[{B},{T},{D}] {H} heads", "attention", [B, T, D, H], None, arrays,
+            {"y": (y, "fwd"), "dx": (x.grad, "bwd"), "din_w": (m.in_proj_weight.grad, "bwd"),
+             "din_b": (m.in_proj_bias.grad, "bwd"), "dout_w": (m.out_proj.weight.grad, "bwd"),
+             "dout_b": (m.out_proj.bias.grad, "bwd")})
+
+
+def tokens_case(seed, B, D, h, w):
+    """torchvision's VisionTransformer input path: conv output -> tokens,
+    class token first, + pos_embedding, then x[:, 0]"""
+    g = Gen(seed)
+    x = leaf(g.randn(B, D, h, w))
+    cls = leaf(g.randn(1, 1, D))
+    pos = leaf(g.randn(1, h * w + 1, D, scale=0.02))
+    t = x.reshape(B, D, h * w).permute(0, 2, 1)
+    t = torch.cat([cls.expand(B, -1, -1), t], dim=1) + pos
+    y = t[:, 0]
+    dy = g.randn(B, D)
+    y.backward(dy)
+    return ("tokens", f"[{B},{D},{h},{w}]", "tokens", [B, D, h, w], None,
+            {"x": x, "cls": cls, "pos": pos, "dy": dy},
+            {"t": (t, "fwd"), "y": (y, "fwd"), "dx": (x.grad, "bwd"),
+             "dcls": (cls.grad, "bwd"), "dpos": (pos.grad, "bwd")})
+
+
 def all_cases():
     c = []
     s = 100
@@ -340,6 +406,21 @@ def all_cases():
     for args in [(8, 10, 1.0), (5, 3, 1.0), (16, 100, 30.0), (1, 2, 5.0)]:
         s += 1
         c.append(xent_case(s, *args))
+    for args, kw in [((2, 5, 8), {}),
+                     ((3, 17, 192), {}),
+                     ((2, 4, 7), {"eps": 1e-5, "shift": 4.0, "scale": 0.1}),
+                     ((1, 50, 64), {"shift": -2.0, "scale": 3.0})]:
+        s += 1
+        c.append(layernorm_case(s, *args, **kw))
+    for n in (1, 1000):
+        s += 1
+        c.append(gelu_case(s, n))
+    for args in [(2, 5, 8, 2), (1, 7, 12, 3), (3, 17, 32, 4), (2, 50, 64, 1)]:
+        s += 1
+        c.append(attention_case(s, *args))
+    for args in [(2, 8, 2, 3), (3, 16, 7, 7)]:
+        s += 1
+        c.append(tokens_case(s, *args))
     return c
 
 

@@ -184,13 +184,14 @@ typedef struct cdp_backend {
      * per row (double): a = sum g, b = sum g * xhat; dx = rstd * (g - a/D -
      * xhat * b/D); dgamma = sum over rows of dy * xhat, dbeta = sum over rows
      * of dy (double, rows in order 0..R-1, whatever the threads).  dx may
-     * equal dy.  accumulate: dgamma, dbeta added to (as conv2d_bwd). */
+     * equal dy, or be NULL (not computed: a stage's first layer).  accumulate: dgamma, dbeta added to (as conv2d_bwd). */
     void (*ln_bwd)(int R, int D, const float *x, const float *gamma, const float *save,
                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
-    /* Exact GELU (nn.GELU()): y = x * 0.5 * (1 + erf(x / sqrt 2)), computed
-     * in double and rounded; backward dx = dy * (Phi(x) + x * phi(x)),
-     * Phi the normal CDF and phi its density, in double and rounded.  y may
-     * equal x; dx may equal dy. */
+    /* Exact GELU (nn.GELU(), the erf form): y = x * Phi(x), backward
+     * dx = dy * (Phi(x) + x * phi(x)), Phi the standard normal CDF and phi
+     * its density, to float accuracy (relative error below 1e-6 + 1e-7 x^2:
+     * the CPU computes them in float, src/cpu/kernels_gelu.c; other
+     * backends may differ by rounding).  y may equal x; dx may equal dy. */
     void (*gelu_fwd)(size_t n, const float *x, float *y);
     void (*gelu_bwd)(size_t n, const float *x, const float *dy, float *dx);
     /* Patch tokens and class token (torchvision's _process_input and

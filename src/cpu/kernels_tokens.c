@@ -1,5 +1,5 @@
 /* CPU transformer kernels (tokens [B, T, D] row-major): batched GEMM,
- * row softmax, LayerNorm, exact GELU, the patch/class tokens, and the row
+ * row softmax, LayerNorm, the patch/class tokens, and the row
  * helpers (broadcast add, column sums, strided copy).  The formulas are the
  * contract of include/cdp/backend.h, operation by operation.
  *
@@ -8,7 +8,7 @@
  *     kept at one thread, kernels_cpu.c "GEMM decomposition"); the OpenMP
  *     threads share the entries out, so each C_b comes from the same sgemm
  *     call whatever the number of threads.  Entries are never split.
- *   - softmax, LayerNorm forward, LayerNorm dx, GELU, tokens, add_rows,
+ *   - softmax, LayerNorm forward, LayerNorm dx, tokens, add_rows,
  *     copy_rows: one row (or element) per iteration; each row's reductions
  *     are made by one thread in index order.
  *   - column reductions (LayerNorm dgamma/dbeta, sum_rows, the class token's
@@ -25,10 +25,6 @@
  *     b/D once per row in double; dx = (float)(rstd * ((g - a/D) - xhat *
  *     (b/D))) in double.  dgamma, dbeta: double sums over the rows in order,
  *     rounded to float once (then added, with accumulate).
- *   - gelu: y = (float)((x * 0.5) * (1 + erf(x / SQRT2))); dx =
- *     (float)(dy * (Phi + x * phi)), Phi = 0.5 * (1 + erf(x / SQRT2)),
- *     phi = exp(-0.5 * x * x) * (1 / sqrt(2 pi)), all in double, each line
- *     left to right.
  *   - softmax max: the first element, replaced by any later one that is
  *     greater (as xent_row in kernels_cpu.c).
  *   - tokens_bwd skips dx when it is NULL. */
@@ -219,6 +215,8 @@ void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const floa
         int c0 = q * COLS, c1 = c0 + COLS < D ? c0 + COLS : D;
         ln_param_grads(R, D, c0, c1, x, save, dy, dgamma, dbeta, accumulate);
     }
+    if (!dx)
+        return;
     const double dd = (double)D;
 #pragma omp parallel for CDP_CPU_PAR(n)
     for (int r = 0; r < R; r++) {
@@ -239,28 +237,6 @@ void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const floa
             double g = (double)gr[d] * (double)gamma[d];
             o[d] = (float)(rsd * (g - ad - (double)xh * bd));
         }
-    }
-}
-
-/* ------------------------------------------------------------ GELU */
-
-void cdp_cpu_gelu_fwd(size_t n, const float *x, float *y)
-{
-#pragma omp parallel for PAR_MATH(n)
-    for (size_t k = 0; k < n; k++) {
-        double v = (double)x[k];
-        y[k] = (float)(v * 0.5 * (1.0 + erf(v / SQRT2)));
-    }
-}
-
-void cdp_cpu_gelu_bwd(size_t n, const float *x, const float *dy, float *dx)
-{
-#pragma omp parallel for PAR_MATH(n)
-    for (size_t k = 0; k < n; k++) {
-        double v = (double)x[k];
-        double Phi = 0.5 * (1.0 + erf(v / SQRT2));
-        double phi = exp(-0.5 * v * v) * INV_SQRT_2PI;
-        dx[k] = (float)((double)dy[k] * (Phi + v * phi));
     }
 }
 

@@ -241,6 +241,8 @@ void cdp_cuda_ln_bwd(int R, int D, const float *x, const float *gamma, const flo
     k_ln_param_grads<<<grid_for((size_t)D), CDP_THREADS, 0, cdp_cuda_g.stream>>>(
         R, D, x, save, dy, dgamma, dbeta, accumulate);
     CDP_CUDA_LAUNCHED("k_ln_param_grads");
+    if (!dx)
+        return;
     k_ln_dx<<<grid_for((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, D, x, gamma, save,
                                                                        dy, dx);
     CDP_CUDA_LAUNCHED("k_ln_dx");

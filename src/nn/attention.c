@@ -51,12 +51,12 @@ static size_t save_per_sample(const cdp_layer *ly)
     return 4 * (size_t)z.T * z.D + (size_t)z.H * z.T * z.T;
 }
 
-/* backward scratch: dO [B, T, D], dQKV [B, T, 3D], dP of one sample [H, T, T] */
+/* backward scratch: dO [B, T, D], dQKV [B, T, 3D], dP [B, H, T, T] */
 static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
 {
     (void)be;
     dims z = dims_of(ly);
-    return 4 * (size_t)B * z.T * z.D + (size_t)z.H * z.T * z.T;
+    return (size_t)B * (4 * (size_t)z.T * z.D + (size_t)z.H * z.T * z.T);
 }
 
 typedef struct views {
@@ -88,16 +88,18 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     const int R = io->B * z.T, D3 = 3 * z.D;
     const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3;
     be->linear_fwd(R, z.D, D3, io->x, v.w_in, v.b_in, v.qkv, 0);
-    for (int b = 0; b < io->B; b++) {
-        const float *q = v.qkv + b * qs;
-        be->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f / sqrtf((float)z.d), q, D3, z.d, q + z.D, D3,
-                         z.d, 0.0f, v.P + b * z.H * TT, z.T, TT, z.H);
+    /* one batched GEMM per head over the B samples (uniform strides) */
+    const size_t Ps = (size_t)z.H * TT;
+    for (int h = 0; h < z.H; h++) {
+        const float *q = v.qkv + (size_t)h * z.d;
+        be->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f / sqrtf((float)z.d), q, D3, qs, q + z.D, D3,
+                         qs, 0.0f, v.P + h * TT, z.T, Ps, io->B);
     }
     be->softmax_fwd(io->B * z.H * z.T, z.T, v.P);
-    for (int b = 0; b < io->B; b++) {
-        const float *q = v.qkv + b * qs;
-        be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, v.P + b * z.H * TT, z.T, TT, q + 2 * z.D,
-                         D3, z.d, 0.0f, v.O + (size_t)b * z.T * z.D, z.D, z.d, z.H);
+    for (int h = 0; h < z.H; h++) {
+        const float *q = v.qkv + (size_t)h * z.d;
+        be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, v.P + h * TT, z.T, Ps, q + 2 * z.D, D3, qs,
+                         0.0f, v.O + (size_t)h * z.d, z.D, (size_t)z.T * z.D, io->B);
     }
     be->linear_fwd(R, z.D, z.D, v.O, v.w_out, v.b_out, io->y, 0);
 }
@@ -115,20 +117,28 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
           *g_bout = g_wout + D * D;
 
     be->linear_bwd(R, z.D, z.D, v.O, v.w_out, io->dy, dO, g_wout, g_bout, 0, io->accumulate);
-    for (int b = 0; b < io->B; b++) {
-        const float *q = v.qkv + b * qs, *P = v.P + b * z.H * TT, *dOb = dO + b * os;
-        float *dq = dqkv + b * qs;
+    const size_t Ps = (size_t)z.H * TT;
+    for (int h = 0; h < z.H; h++) {
+        const size_t ho = (size_t)h * z.d;
+        const float *q = v.qkv + ho, *P = v.P + h * TT, *dOh = dO + ho;
+        float *dq = dqkv + ho, *dPh = dP + h * TT;
         /* dP = dO V^T, dV = P^T dO */
-        be->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f, dOb, z.D, z.d, q + 2 * z.D, D3, z.d, 0.0f,
-                         dP, z.T, TT, z.H);
-        be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, P, z.T, TT, dOb, z.D, z.d, 0.0f,
-                         dq + 2 * z.D, D3, z.d, z.H);
-        /* dS = P * (dP - rowsum(dP * P)) / sqrt(d); dQ = dS K, dK = dS^T Q */
-        be->softmax_bwd(z.H * z.T, z.T, 1.0f / sqrtf((float)z.d), P, dP);
-        be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, dP, z.T, TT, q + z.D, D3, z.d, 0.0f, dq, D3,
-                         z.d, z.H);
-        be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, dP, z.T, TT, q, D3, z.d, 0.0f, dq + z.D, D3,
-                         z.d, z.H);
+        be->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f, dOh, z.D, os, q + 2 * z.D, D3, qs, 0.0f,
+                         dPh, z.T, Ps, io->B);
+        be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, P, z.T, Ps, dOh, z.D, os, 0.0f,
+                         dq + 2 * z.D, D3, qs, io->B);
+    }
+    /* dS = P * (dP - rowsum(dP * P)) / sqrt(d) */
+    be->softmax_bwd(io->B * z.H * z.T, z.T, 1.0f / sqrtf((float)z.d), v.P, dP);
+    for (int h = 0; h < z.H; h++) {
+        const size_t ho = (size_t)h * z.d;
+        const float *q = v.qkv + ho, *dPh = dP + h * TT;
+        float *dq = dqkv + ho;
+        /* dQ = dS K, dK = dS^T Q */
+        be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, dPh, z.T, Ps, q + z.D, D3, qs, 0.0f, dq, D3,
+                         qs, io->B);
+        be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, dPh, z.T, Ps, q, D3, qs, 0.0f, dq + z.D, D3,
+                         qs, io->B);
     }
     be->linear_bwd(R, z.D, D3, io->x, v.w_in, dqkv, io->dx, g_win, g_bin, 0, io->accumulate);
 }
