@@ -47,6 +47,6 @@ parity resnet20 resnet20 "$tmp/resnet20-init.st" 4 3 3 "2:1 4:2" "$sgd"
 write_init resnet18-cifar 7 "$tmp/resnet18-cifar-init.st"
 parity resnet18-cifar resnet18-cifar "$tmp/resnet18-cifar-init.st" 2 2 4 "2:2" "$sgd"
 
-load_test resnet20 "--workers 2 --batch 32 --steps 40 --lr 0.05 --rule cdp-v2"
+load_test resnet20 "--workers 2 --batch 32 --steps 80 --lr 0.02 --rule cdp-v2"
 
 finish "cdp_run's ResNets match the PyTorch reference for dp, cdp-v1, cdp-v2"
