@@ -37,6 +37,16 @@ same() {
     fi
 }
 
+# differ MODEL A B WHAT: weights A and B are not bitwise equal (WHAT
+# changes the run: else the checks that it is exact prove little)
+differ() {
+    if "$COMPARE" "$1" "$2" "$3" 0 >/dev/null; then
+        fail "$4: the same weights"
+    else
+        pass "$4: the weights differ"
+    fi
+}
+
 finish() {
     if [ "$failures" -gt 0 ]; then
         echo "$failures check(s) failed"

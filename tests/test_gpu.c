@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cdp/backend.h"
+#include "cdp/optim.h"
 
 #define SKIP_CODE 77
 
@@ -391,6 +392,52 @@ START_TEST(test_sgd)
     free(a); free(b); free(ab); free(bb); free(th);
     gpu->free(gth); gpu->free(gout); gpu->free(gbuf);
     cpu->free(cth); cpu->free(cout); cpu->free(cbuf);
+}
+END_TEST
+
+/* AdamW (backend.h adamw): 5 updates with cdp_optim_step_at's scalars, in
+ * place, out of place and over the gradient, with the gradient scale and
+ * zero_g; theta and both moments as the CPU's. */
+START_TEST(test_adamw)
+{
+    const size_t n = 100003;
+    cdp_optim o = cdp_optim_sgd(1e-3, 0, 0.01, 0, 0.5, 10);
+    o.kind = CDP_OPTIM_ADAMW;
+    float *th = rand_floats(n, -1.0f, 1.0f);
+    float *gth = put(gpu, th, n * 4), *gout = put(gpu, NULL, n * 4), *gst = put(gpu, NULL, 2 * n * 4);
+    float *cth = put(cpu, th, n * 4), *cout = put(cpu, NULL, n * 4), *cst = put(cpu, NULL, 2 * n * 4);
+    for (int c = 0; c < 5; c++) {
+        const cdp_optim_step st = cdp_optim_step_at(&o, c);
+        float *g = rand_floats(n, -1.0f, 1.0f);
+        float *gg = put(gpu, g, n * 4), *cg = put(cpu, g, n * 4);
+        if (c % 3 == 0) {        /* out of place, zero_g, then copy back */
+            gpu->adamw(n, gth, gout, gg, 0.25f, gst, gst + n, &st.adamw, st.first, 1);
+            cpu->adamw(n, cth, cout, cg, 0.25f, cst, cst + n, &st.adamw, st.first, 1);
+            gpu->copy(gth, gout, n * 4);
+            cpu->copy(cth, cout, n * 4);
+            float *z = get(gpu, gg, n * 4);
+            for (size_t k = 0; k < n; k++)
+                ck_assert_msg(z[k] == 0.0f && !signbit(z[k]), "adamw zero_g: g[%zu] = %g", k, z[k]);
+            free(z);
+        } else if (c % 3 == 1) { /* in place */
+            gpu->adamw(n, gth, gth, gg, 0.25f, gst, gst + n, &st.adamw, st.first, 0);
+            cpu->adamw(n, cth, cth, cg, 0.25f, cst, cst + n, &st.adamw, st.first, 0);
+        } else {                 /* over the gradient */
+            gpu->adamw(n, gth, gg, gg, 0.25f, gst, gst + n, &st.adamw, st.first, 0);
+            cpu->adamw(n, cth, cg, cg, 0.25f, cst, cst + n, &st.adamw, st.first, 0);
+            gpu->copy(gth, gg, n * 4);
+            cpu->copy(cth, cg, n * 4);
+        }
+        gpu->free(gg); cpu->free(cg); free(g);
+    }
+    float *a = get(gpu, gth, n * 4), *b = get(cpu, cth, n * 4);
+    float *as = get(gpu, gst, 2 * n * 4), *bs = get(cpu, cst, 2 * n * 4);
+    expect_close("adamw theta after 5 updates", a, b, n, 1e-6);
+    expect_close("adamw exp_avg after 5 updates", as, bs, n, 1e-6);
+    expect_close("adamw exp_avg_sq after 5 updates", as + n, bs + n, n, 1e-6);
+    free(a); free(b); free(as); free(bs); free(th);
+    gpu->free(gth); gpu->free(gout); gpu->free(gst);
+    cpu->free(cth); cpu->free(cout); cpu->free(cst);
 }
 END_TEST
 
@@ -1356,6 +1403,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(t, test_pixels);
     tcase_add_test(t, test_sgd);
     tcase_add_test(t, test_sgd_forms);
+    tcase_add_test(t, test_adamw);
     tcase_add_loop_test(t, test_xent, 0, NXSHAPES);
     tcase_add_test(t, test_xent_ties);
     tcase_add_test(t, test_training_steps);

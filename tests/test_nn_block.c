@@ -1087,7 +1087,8 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
     {
         float *th = fbuf(sn), *mom = fbuf(SP->train_n);
         const float lr = 0.1f, gs = 0.5f;
-        cdp_stage_update(be, &m, l, B, P, th, Gacc, gs, mom, lr, 0.9f, 0.0f, 1, 0, ws);
+        const cdp_optim_step st = { .kind = CDP_OPTIM_SGD, .first = 1, .lr = lr, .momentum = 0.9f };
+        cdp_stage_update(be, &m, l, B, P, th, Gacc, gs, mom, &st, 0, ws);
         for (size_t k = 0; k < SP->train_n; k++) {
             double e = (double)P[k] - (double)lr * ((double)Gacc[k] * gs);
             double step = (double)lr * fabs((double)Gacc[k] * gs);

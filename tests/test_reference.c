@@ -113,7 +113,7 @@ static void run_rule(cdp_rule rule, int N)
         for (size_t q = 0; q < n; q++) cur[q] = prev[q] - lr * buf[q];
     }
     cdp_reference_config rc = { cdp_backend_cpu(1), &m, N, B, rule,
-                                { lr, mu, wd, 0, 0.1, 512 / (N * B) }, &d, 5, 1, K };
+                                cdp_optim_sgd(lr, mu, wd, 0, 0.1, 512 / (N * B)), &d, 5, 1, K };
     ck_assert_int_eq(cdp_reference_run(&rc, p, err, sizeof err), 0);
     double dmax = 0, bmax = 0;
     for (size_t q = 0; q < n; q++) {

@@ -20,6 +20,14 @@ typedef struct cdp_conv_shape {
     int B, Cin, H, W, Cout, KH, KW, stride, pad, OH, OW;
 } cdp_conv_shape;
 
+/* The scalars of one AdamW update (backend adamw), each computed on the
+ * host in double from the float lr and rounded to float once:
+ * decay = 1 - lr*wd, beta1, 1 - beta1, beta2, 1 - beta2,
+ * bc2_sqrt = sqrt(1 - beta2^(c+1)), step_size = lr / (1 - beta1^(c+1)), eps. */
+typedef struct cdp_adamw_coef {
+    float decay, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, step_size, eps;
+} cdp_adamw_coef;
+
 typedef struct cdp_backend {
     const char *name;   /* "cpu", "cuda" */
     int host_memory;    /* 1 if pointers from alloc() are host-addressable */
@@ -72,6 +80,16 @@ typedef struct cdp_backend {
      * (beta = 1) instead of having the GEMM clear it in a pass of its own. */
     void (*sgd)(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
                 float *buf, float lr, float mu, float wd, int first, int zero_g);
+    /* torch.optim.AdamW (no amsgrad) on gs = g * gscale, in float, each
+     * operation rounded, in this order (c: coefficients of the update,
+     * cdp_optim_step_at):
+     *   theta = theta_in * c->decay
+     *   m = c->beta1 * (first ? 0 : m) + c->one_minus_beta1 * gs
+     *   v = c->beta2 * (first ? 0 : v) + (c->one_minus_beta2 * gs) * gs
+     *   theta_out = theta - c->step_size * (m / (sqrt(v) / c->bc2_sqrt + c->eps))
+     * theta_out may equal theta_in or g; zero_g as sgd's. */
+    void (*adamw)(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                  float *m, float *v, const struct cdp_adamw_coef *c, int first, int zero_g);
     /* x[B,C,HW] from the bytes host_pixels[B,C,HW] (on the host), as
      * torchvision's ToTensor then Normalize, in float: v = (float)p / 255.0f;
      * x = norm ? (v - norm[c]) / norm[C + c] : v.  norm: NULL or a host

@@ -1,7 +1,8 @@
 /* The executor: interprets one rank's instruction list (cdp/schedule.h)
  * with the backend's kernels and nonblocking MPI, progressing outstanding
  * requests between kernels.  It keeps per stage two parameter versions
- * (the current one and the one before, for lagging workers), the momentum,
+ * (the current one and the one before, for lagging workers), the optimizer
+ * state (momentum, or AdamW's two moments),
  * a gradient accumulator and the last full gradient: nothing else. */
 #ifndef CDP_EXEC_H
 #define CDP_EXEC_H
@@ -19,7 +20,7 @@ typedef struct cdp_exec_config {
     const cdp_backend *be;
     cdp_comm *comm;
     int N, B;
-    cdp_sgd sgd;
+    cdp_optim optim;
     const cdp_dataset *train;
     uint64_t seed;
     int shuffle;
@@ -53,14 +54,17 @@ void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host);
 /* Collective: every stage's parameters at version v on rank root (each
  * stage sent point to point by the lowest rank holding it). */
 void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root);
-/* Host copy of the momentum of the stages this rank holds. */
-void cdp_exec_get_momentum(cdp_exec *x, float *host);
+/* Host copy of the optimizer state of the stages this rank holds:
+ * cdp_optim_state_buffers() arrays of nparams floats one after the other
+ * (sgd: the momentum; adamw: exp_avg, exp_avg_sq), each laid out as the
+ * parameters (stage_off). */
+void cdp_exec_get_optim_state(cdp_exec *x, float *host);
 /* Whether this rank holds every stage (replicated). */
 int cdp_exec_holds_all(const cdp_exec *x);
 /* Restores a drained state: P(v) and P(v-1) (prev may be NULL when v == 0)
- * and the momentum. */
+ * and the optimizer state (laid out as cdp_exec_get_optim_state's). */
 void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *prev,
-                        const float *momentum);
+                        const float *state);
 
 /* Training loss sum, correct predictions and samples of this rank since the
  * last call (then reset). */

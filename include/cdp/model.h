@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include "cdp/backend.h"
 #include "cdp/nn.h"
+#include "cdp/optim.h"
 
 #define CDP_MAX_LAYERS 64      /* Linear layers of an mlp: spec */
 #define CDP_MAX_STAGES 256
@@ -178,15 +179,18 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int 
                    const float *stage_params, const float *x, float *act,
                    const float *dout, float *dx, float *grad, float *ws, int accumulate);
 
-/* The update of stage l (doc/reference.md sections 3.3, 3.5): SGD of the trainable head of
+/* The update of stage l (doc/reference.md sections 3.3, 3.5): the optimizer
+ * step st (SGD or AdamW, cdp_optim_step_at) of the trainable head of
  * theta_in with the summed gradient g times gscale into theta_out, and the
  * running statistics of the buffers from g's tail (N workers of B samples).
- * theta_out may equal theta_in or g.  zero_g: g is cleared (+0) once read,
- * as backend sgd's zero_g (theta_out != g).  ws: cdp_model_ws_floats. */
+ * state: the stage's optimizer state, cdp_optim_state_floats(stage_n[l])
+ * floats (sgd: the momentum; adamw: exp_avg, then exp_avg_sq at
+ * stage_n[l]).  theta_out may equal theta_in or g.  zero_g: g is cleared
+ * (+0) once read, as backend sgd's zero_g (theta_out != g).  ws:
+ * cdp_model_ws_floats. */
 void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
                       const float *theta_in, float *theta_out, float *g, float gscale,
-                      float *mom, float lr, float mu, float wd, int first, int zero_g,
-                      float *ws);
+                      float *state, const cdp_optim_step *st, int zero_g, float *ws);
 
 /* Test-set evaluation on the parameters (backend memory): loss sum and
  * correct count over n samples, in chunks of `chunk` rows, through the

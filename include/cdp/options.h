@@ -21,6 +21,15 @@ typedef struct cdp_options {
     int64_t steps;           /* 0: epochs * steps_per_epoch */
     double lr, momentum, weight_decay, lr_gamma;
     int lr_decay_epochs;
+    int optimizer;           /* cdp_optim_kind: sgd, adamw */
+    double betas[2], eps;    /* adamw */
+    int lr_schedule;         /* cdp_lr_schedule: step, cosine */
+    int64_t warmup_steps;    /* linear warm-up over the first W updates; 0: none */
+    /* which of the options whose meaning depends on --optimizer or
+     * --lr-schedule were given (--weight-decay's default depends on the
+     * optimizer; the others are refused where they mean nothing) */
+    int given_weight_decay, given_momentum, given_betas, given_eps;
+    int given_lr_decay;      /* 1: --lr-decay-epochs, 2: --lr-gamma (or both) */
     uint64_t seed;
     char data[64];           /* a --data value (cdp_data_spec_parse), e.g. synthetic:3x32x32 */
     char data_dir[1024];     /* after parsing: the given one, else the kind's default

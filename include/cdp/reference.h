@@ -1,7 +1,7 @@
 /* The serial reference of doc/reference.md section 3: one process, no schedule, no
  * MPI.  For step k, worker i runs stage l at P_l(max(k - lag(i, l), 0)); the
  * stage gradients are summed in worker order, multiplied by 1/N and applied
- * with SGD.  Used by the tests and by cdp_run --verify. */
+ * with the optimizer (SGD or AdamW).  Used by the tests and by cdp_run --verify. */
 #ifndef CDP_REFERENCE_H
 #define CDP_REFERENCE_H
 
@@ -17,7 +17,7 @@ typedef struct cdp_reference_config {
     const cdp_model *model;
     int N, B;
     cdp_rule rule;
-    cdp_sgd sgd;
+    cdp_optim optim;
     const cdp_dataset *train;
     uint64_t seed;
     int shuffle;

@@ -191,7 +191,8 @@ typedef struct run {
     cdp_data data;
     int64_t spe, total, k;
     int nepochs;
-    float *params, *final_params, *init_params, *prev_params, *momentum;
+    float *params, *final_params, *init_params, *prev_params;
+    float *optim_state;   /* cdp_optim_state_buffers() x nparams floats */
     cdp_exec_config xc;
     cdp_exec *x;
     FILE *metrics;
@@ -340,11 +341,22 @@ static int phase_prepare(run *r)
     r->final_params = calloc(n, sizeof(float));
     r->init_params = calloc(n, sizeof(float));
     r->prev_params = calloc(n, sizeof(float));
-    r->momentum = calloc(n, sizeof(float));
-    snprintf(r->err, sizeof r->err, "out of memory: %.3g GB for 5 host copies of the model's %zu "
-             "parameters (--model %.200s)", 5.0 * (double)n * sizeof(float) / 1e9, n, o->model);
+    cdp_optim opt = cdp_optim_sgd(o->lr, o->momentum, o->weight_decay, o->lr_decay_epochs,
+                                  o->lr_gamma, r->spe);
+    opt.kind = (cdp_optim_kind)o->optimizer;
+    opt.beta1 = o->betas[0];
+    opt.beta2 = o->betas[1];
+    opt.eps = o->eps;
+    opt.schedule = (cdp_lr_schedule)o->lr_schedule;
+    opt.warmup_steps = o->warmup_steps;
+    opt.total_steps = r->total;
+    const int nstate = cdp_optim_state_buffers(&opt);
+    r->optim_state = calloc((size_t)nstate * n, sizeof(float));
+    snprintf(r->err, sizeof r->err, "out of memory: %.3g GB for %d host copies of the model's %zu "
+             "parameters (--model %.200s)", (4.0 + nstate) * (double)n * sizeof(float) / 1e9,
+             4 + nstate, n, o->model);
     FAIL_IF(!r->params || !r->final_params || !r->init_params || !r->prev_params ||
-            !r->momentum, r->err);
+            !r->optim_state, r->err);
     cdp_model_init(&r->model, o->seed, r->params);
     if (o->init_weights[0]) {
         bad = cdp_load_weights(o->init_weights, &r->model, r->params, r->err, sizeof r->err);
@@ -354,7 +366,7 @@ static int phase_prepare(run *r)
 
     r->xc = (cdp_exec_config){
         .model = &r->model, .be = r->be, .comm = &comm, .N = r->N, .B = o->batch,
-        .sgd = { o->lr, o->momentum, o->weight_decay, o->lr_decay_epochs, o->lr_gamma, r->spe },
+        .optim = opt,
         .train = &r->data.train, .seed = o->seed, .shuffle = o->shuffle,
         .trace = o->trace[0] != 0, .roles = &r->roles,
     };
@@ -379,6 +391,18 @@ static int phase_prepare(run *r)
                (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
                (long long)r->total);
         print_wrapped("  backend ", r->be->describe(), 100);
+        /* SGD with step decay and no warm-up: the banner of before them */
+        const cdp_optim *op = &r->xc.optim;
+        if (op->kind != CDP_OPTIM_SGD || op->schedule != CDP_LR_STEP || op->warmup_steps) {
+            if (op->kind == CDP_OPTIM_ADAMW)
+                printf("  optimizer adamw: lr %g, betas %g,%g, eps %g, weight decay %g; ", op->lr,
+                       op->beta1, op->beta2, op->eps, op->weight_decay);
+            else
+                printf("  optimizer sgd: lr %g, momentum %g, weight decay %g; ", op->lr,
+                       op->momentum, op->weight_decay);
+            printf("lr schedule %s, warm-up %lld steps\n", cdp_lr_schedule_name(op->schedule),
+                   (long long)op->warmup_steps);
+        }
         fflush(stdout);
     }
 
@@ -386,14 +410,16 @@ static int phase_prepare(run *r)
     numerics.workers = r->N;
     r->numerics_hash = cdp_options_numerics_hash(&numerics);
     if (o->resume[0]) {
-        bad = cdp_checkpoint_read(o->resume, &r->model, r->numerics_hash, &r->k, r->params,
-                                  r->prev_params, r->momentum, r->err, sizeof r->err);
+        bad = cdp_checkpoint_read(o->resume, &r->model, r->numerics_hash,
+                                  (cdp_optim_kind)o->optimizer, &r->k, r->params,
+                                  r->prev_params, r->optim_state, r->err, sizeof r->err);
         if (!bad && r->k > r->total)
             snprintf(r->err, sizeof r->err, "%.900s: checkpoint at step %lld is past the end of "
                      "this run (%lld steps)", o->resume, (long long)r->k, (long long)r->total),
                 bad = 1;
         FAIL_IF(bad, r->err);
-        cdp_exec_set_state(r->x, r->k, r->params, r->k > 0 ? r->prev_params : NULL, r->momentum);
+        cdp_exec_set_state(r->x, r->k, r->params, r->k > 0 ? r->prev_params : NULL,
+                           r->optim_state);
         if (r->root && !o->quiet)
             printf("resumed from %s at step %lld\n", o->resume, (long long)r->k);
     }
@@ -407,7 +433,10 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
 {
     const cdp_options *o = &r->o;
     char where[96], ckpt[1300] = "", rule[200] = "";
-    if (o->rule != CDP_RULE_DP)
+    if (o->rule != CDP_RULE_DP && o->optimizer == CDP_OPTIM_ADAMW)
+        snprintf(rule, sizeof rule, "%s less stable than dp at a given --lr, so lowering --lr "
+                 "helps", cdp_rule_name(o->rule));
+    else if (o->rule != CDP_RULE_DP)
         snprintf(rule, sizeof rule, "%s less stable than dp at a given --lr and --momentum, so "
                  "lowering --lr or --momentum helps", cdp_rule_name(o->rule));
     if (k0 >= 0)
@@ -530,7 +559,7 @@ static int phase_train(run *r)
         if (eval)
             cdp_exec_gather_params(r->x, k, r->params, 0);
         if (r->root) {
-            cdp_epoch_line line = { e + 1, k, cdp_sgd_lr(&r->xc.sgd, k - 1), sum[0] / sum[2],
+            cdp_epoch_line line = { e + 1, k, cdp_optim_lr(&r->xc.optim, k - 1), sum[0] / sum[2],
                                     sum[1] / sum[2], -1, -1,
                                     (double)ep_steps * r->N * o->batch / ep_time, ep_time };
             r->samples_s = (double)r->fig.steps * r->N * o->batch / r->fig.train_time_s;
@@ -561,10 +590,10 @@ static int phase_train(run *r)
             if (r->root) {
                 cdp_exec_get_params(r->x, k, r->params);
                 cdp_exec_get_params(r->x, k > 0 ? k - 1 : 0, r->prev_params);
-                cdp_exec_get_momentum(r->x, r->momentum);
+                cdp_exec_get_optim_state(r->x, r->optim_state);
                 bad = cdp_checkpoint_write(o->checkpoint, &r->model, k, r->numerics_hash,
-                                           r->params, r->prev_params, r->momentum, r->err,
-                                           sizeof r->err);
+                                           r->xc.optim.kind, r->params, r->prev_params,
+                                           r->optim_state, r->err, sizeof r->err);
                 if (!bad && !o->quiet)
                     printf("checkpoint %s written at step %lld\n", o->checkpoint, (long long)k);
                 if (!bad) r->ckpt_step = k;
@@ -594,7 +623,7 @@ static int verify(run *r)
 {
     const cdp_options *o = &r->o;
     const cdp_model *m = &r->model;
-    cdp_reference_config rc = { r->be, m, r->N, o->batch, o->rule, r->xc.sgd, &r->data.train,
+    cdp_reference_config rc = { r->be, m, r->N, o->batch, o->rule, r->xc.optim, &r->data.train,
                                 o->seed, o->shuffle, r->total };
     if (cdp_reference_run(&rc, r->init_params, r->err, sizeof r->err))
         return 1;
@@ -666,7 +695,7 @@ static void release(run *r)
     if (r->x) cdp_exec_destroy(r->x);
     cdp_data_free(&r->data);
     free(r->params); free(r->final_params); free(r->init_params);
-    free(r->prev_params); free(r->momentum);
+    free(r->prev_params); free(r->optim_state);
     if (r->have_model) cdp_model_free(&r->model);
 }
 

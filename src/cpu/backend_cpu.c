@@ -61,6 +61,7 @@ static const cdp_backend cpu_backend = {
     .f64_unpack = cdp_cpu_f64_unpack,
     .scale = cdp_cpu_scale,
     .sgd = cdp_cpu_sgd,
+    .adamw = cdp_cpu_adamw,
     .pixels_to_input = cdp_cpu_pixels_to_input,
     .conv2d_fwd = cdp_cpu_conv2d_fwd,
     .conv2d_bwd = cdp_cpu_conv2d_bwd,

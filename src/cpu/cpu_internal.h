@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cdp/backend.h"
 
 /* Elementwise loops shorter than this (1 MiB of floats) run serially: a
  * serial pass over it takes ~50 us, the wake-up of a passive OpenMP pool
@@ -41,6 +42,8 @@ void cdp_cpu_zero(void *dst, size_t bytes);
 void cdp_cpu_scale(size_t n, float *x, float a);
 void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
                  float *buf, float lr, float mu, float wd, int first, int zero_g);
+void cdp_cpu_adamw(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                   float *m, float *v, const cdp_adamw_coef *c, int first, int zero_g);
 void cdp_cpu_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
                              const float *norm, float *x);
 

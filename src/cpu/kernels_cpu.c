@@ -365,6 +365,32 @@ void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, fl
     }
 }
 
+/* torch.optim.AdamW (no amsgrad) on the gradient g * gscale, in float, each
+ * operation rounded (backend.h adamw):
+ *     theta = theta_in * decay
+ *     m     = beta1 * m + (1 - beta1) * gs            (m = 0 before the first)
+ *     v     = beta2 * v + ((1 - beta2) * gs) * gs     (v = 0 before the first)
+ *     theta = theta - step_size * (m / (sqrt(v) / bc2_sqrt + eps))
+ * Elementwise, so the same bits for every thread count. */
+void cdp_cpu_adamw(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                   float *m, float *v, const cdp_adamw_coef *c, int first, int zero_g)
+{
+    const cdp_adamw_coef a = *c;
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++) {
+        float th = theta_in[k] * a.decay;
+        float gs = g[k] * gscale;
+        if (zero_g) g[k] = 0.0f;
+        float m0 = first ? 0.0f : m[k], v0 = first ? 0.0f : v[k];
+        float mk = a.beta1 * m0 + a.one_minus_beta1 * gs;
+        float vk = a.beta2 * v0 + (a.one_minus_beta2 * gs) * gs;
+        m[k] = mk;
+        v[k] = vk;
+        float denom = sqrtf(vk) / a.bc2_sqrt + a.eps;
+        theta_out[k] = th - a.step_size * (mk / denom);
+    }
+}
+
 void cdp_cpu_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
                              const float *norm, float *x)
 {

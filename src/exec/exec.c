@@ -5,7 +5,8 @@
  *   param[slot][l]   parameters at version v in slot v & 1 (holders: two
  *                    slots, current and previous, where a worker lags on the
  *                    stage; one slot, updated in place, where none does)
- *   mom[l], full[l]  momentum and the full (summed) gradient (holders; the
+ *   mom[l], full[l]  the optimizer state (momentum; AdamW: exp_avg then
+ *                    exp_avg_sq, state_bytes) and the full (summed) gradient (holders; the
  *                    all-reduced block itself under replicated dp; under
  *                    zero, full only from its arrival to the APPLY that
  *                    reads it: ZeRO keeps the resident state minimal)
@@ -46,6 +47,12 @@ static double now_s(const cdp_exec *x)
 static size_t stage_bytes(const cdp_exec *x, int l)
 {
     return x->m->stage_n[l] * sizeof(float);
+}
+
+/* the optimizer state of stage l: one buffer of stage_n floats per kind */
+static size_t state_bytes(const cdp_exec *x, int l)
+{
+    return cdp_optim_state_floats(&x->cfg.optim, x->m->stage_n[l]) * sizeof(float);
 }
 
 cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *err, size_t errlen)
@@ -110,13 +117,13 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
                 x->nslots[l] = 2;
         x->param[0][l] = cdp_actmem_alloc(&x->state, nb);
         x->param[1][l] = x->nslots[l] == 2 ? cdp_actmem_alloc(&x->state, nb) : x->param[0][l];
-        x->mom[l] = cdp_actmem_alloc(&x->state, nb);
+        x->mom[l] = cdp_actmem_alloc(&x->state, state_bytes(x, l));
         if (!x->full_transient && !full_in_block)
             x->full[l] = cdp_actmem_alloc(&x->state, nb);
         be->to_device(x->param[0][l], init + x->m->stage_off[l], nb);
         if (x->nslots[l] == 2)
             be->copy(x->param[1][l], x->param[0][l], nb);
-        be->zero(x->mom[l], nb);
+        be->zero(x->mom[l], state_bytes(x, l));
     }
     if (rc->rule == CDP_RULE_DP && !rc->deterministic) {
         if (full_in_block) {
@@ -170,7 +177,7 @@ void cdp_exec_destroy(cdp_exec *x)
             cdp_actmem_free(&x->state, x->param[0][l], nb);
             if (x->nslots[l] == 2)
                 cdp_actmem_free(&x->state, x->param[1][l], nb);
-            cdp_actmem_free(&x->state, x->mom[l], nb);
+            cdp_actmem_free(&x->state, x->mom[l], state_bytes(x, l));
             if (!x->acc_block)
                 cdp_actmem_free(&x->state, x->full[l], nb);
         }
@@ -412,10 +419,10 @@ static void do_apply(cdp_exec *x, const cdp_instr *in, int64_t k0)
      * backward (the same bits as beta = 0 where sgemm adds exactly, which
      * acc_in_place has probed) */
     const int zero_g = x->reuse_grad[l] && !swap && dst != g && !g_busy;
-    const cdp_sgd *o = &x->cfg.sgd;
+    /* update c = v - 1: the lr, and AdamW's bias corrections, of that index */
+    const cdp_optim_step st = cdp_optim_step_at(&x->cfg.optim, v - 1);
     cdp_stage_update(x->be, x->m, l, x->B, src, swap ? g : dst, g, 1.0f / (float)x->N, x->mom[l],
-                     cdp_sgd_lr(o, v - 1), (float)o->momentum, (float)o->weight_decay,
-                     x->updates[l] == 0, zero_g, x->ws);
+                     &st, zero_g, x->ws);
     x->zeroed[l] = zero_g ? g : NULL;
     if (swap) {
         x->param[slot][l] = g;
@@ -655,11 +662,13 @@ void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root)
     }
 }
 
-void cdp_exec_get_momentum(cdp_exec *x, float *host)
+void cdp_exec_get_optim_state(cdp_exec *x, float *host)
 {
+    const int nbuf = cdp_optim_state_buffers(&x->cfg.optim);
     for (int l = 0; l < x->L; l++)
-        if (x->holds[l])
-            x->be->to_host(host + x->m->stage_off[l], x->mom[l], stage_bytes(x, l));
+        for (int j = 0; x->holds[l] && j < nbuf; j++)
+            x->be->to_host(host + (size_t)j * x->m->nparams + x->m->stage_off[l],
+                           x->mom[l] + (size_t)j * x->m->stage_n[l], stage_bytes(x, l));
 }
 
 int cdp_exec_holds_all(const cdp_exec *x)
@@ -668,8 +677,9 @@ int cdp_exec_holds_all(const cdp_exec *x)
 }
 
 void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *prev,
-                        const float *momentum)
+                        const float *state)
 {
+    const int nbuf = cdp_optim_state_buffers(&x->cfg.optim);
     for (int l = 0; l < x->L; l++) {
         x->zeroed[l] = x->dead_zeroed[l] = NULL;   /* the slots are written below */
         if (!x->holds[l]) continue;
@@ -683,7 +693,9 @@ void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *p
             x->be->to_device(x->param[0][l], cur + off, nb);
             x->slot_version[0][l] = v;
         }
-        x->be->to_device(x->mom[l], momentum + off, nb);
+        for (int j = 0; j < nbuf; j++)
+            x->be->to_device(x->mom[l] + (size_t)j * x->m->stage_n[l],
+                             state + (size_t)j * x->m->nparams + off, nb);
         x->updates[l] = v;
     }
 }

@@ -25,7 +25,14 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
     }
     /* versions: cur = P(k), prev = P(k-1) (P(-1) = P(0)) */
     float *cur = xalloc(be, bytes), *prev = xalloc(be, bytes), *next = xalloc(be, bytes);
-    float *mom = xalloc(be, bytes), *g = xalloc(be, bytes), *gsum = xalloc(be, bytes);
+    float *g = xalloc(be, bytes), *gsum = xalloc(be, bytes);
+    /* the optimizer state of each stage, as the executor keeps it */
+    float *state[CDP_MAX_STAGES];
+    for (int l = 0; l < L; l++) {
+        const size_t sb = cdp_optim_state_floats(&c->optim, m->stage_n[l]) * sizeof(float);
+        state[l] = xalloc(be, sb);
+        be->zero(state[l], sb);
+    }
     float *ws = xalloc(be, cdp_model_ws_floats(be, m, B) * sizeof(float));
     double *stats = xalloc(be, 2 * sizeof(double));
     float **act = calloc((size_t)L, sizeof *act);
@@ -43,7 +50,6 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
     be->to_device(cur, params, bytes);
     be->copy(prev, cur, bytes);
     be->copy(next, cur, bytes);   /* what no stage writes (padding) stays as given */
-    be->zero(mom, bytes);
     be->zero(stats, 2 * sizeof(double));
 
     for (int64_t k = 0; k < c->steps; k++) {
@@ -72,11 +78,11 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
         }
         /* the 1/N of the mean inside the update: the same bits as scaling
          * first (backend.h sgd) */
+        const cdp_optim_step st = cdp_optim_step_at(&c->optim, k);
         for (int l = 0; l < L; l++) {
             const size_t o = m->stage_off[l];
-            cdp_stage_update(be, m, l, B, cur + o, next + o, gsum + o, 1.0f / (float)N, mom + o,
-                             cdp_sgd_lr(&c->sgd, k), (float)c->sgd.momentum,
-                             (float)c->sgd.weight_decay, k == 0, 0, ws);
+            cdp_stage_update(be, m, l, B, cur + o, next + o, gsum + o, 1.0f / (float)N, state[l],
+                             &st, 0, ws);
         }
         float *t = prev;
         prev = cur;
@@ -88,9 +94,10 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
     for (int l = 0; l < L; l++) {
         be->free(act[l]);
         be->free(dout[l]);
+        be->free(state[l]);
     }
     free(act); free(dout); free(hp); free(hl);
-    be->free(cur); be->free(prev); be->free(next); be->free(mom); be->free(g);
+    be->free(cur); be->free(prev); be->free(next); be->free(g);
     be->free(gsum); be->free(ws); be->free(stats); be->free(x); be->free(lab);
     cdp_batcher_free(&bat);
     return 0;

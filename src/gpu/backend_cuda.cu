@@ -262,6 +262,7 @@ extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t
     cu_backend.add = cdp_cuda_add;
     cu_backend.scale = cdp_cuda_scale;
     cu_backend.sgd = cdp_cuda_sgd;
+    cu_backend.adamw = cdp_cuda_adamw;
     cu_backend.pixels_to_input = cdp_cuda_pixels_to_input;
     cu_backend.conv2d_fwd = cdp_cuda_conv2d_fwd;
     cu_backend.conv2d_bwd = cdp_cuda_conv2d_bwd;

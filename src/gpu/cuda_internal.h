@@ -90,6 +90,8 @@ void cdp_cuda_add(size_t n, float *acc, const float *x);
 void cdp_cuda_scale(size_t n, float *x, float a);
 void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
                   float *buf, float lr, float mu, float wd, int first, int zero_g);
+void cdp_cuda_adamw(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                    float *m, float *v, const cdp_adamw_coef *c, int first, int zero_g);
 void cdp_cuda_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
                               const float *norm, float *x);
 

@@ -172,6 +172,27 @@ __global__ static void k_sgd(size_t n, const float *theta_in, float *theta_out,
     }
 }
 
+/* torch.optim.AdamW (no amsgrad) on g * gscale, each operation rounded as
+ * the CPU's (backend.h adamw); theta_out may alias theta_in or g. */
+__global__ static void k_adamw(size_t n, const float *theta_in, float *theta_out, float *g,
+                               float gscale, float *__restrict__ m, float *__restrict__ v,
+                               cdp_adamw_coef a, int first, int zero_g)
+{
+    GRID_STRIDE(i, n) {
+        float th = __fmul_rn(theta_in[i], a.decay);
+        float gs = __fmul_rn(g[i], gscale);
+        if (zero_g)
+            g[i] = 0.0f;
+        float m0 = first ? 0.0f : m[i], v0 = first ? 0.0f : v[i];
+        float mk = __fadd_rn(__fmul_rn(a.beta1, m0), __fmul_rn(a.one_minus_beta1, gs));
+        float vk = __fadd_rn(__fmul_rn(a.beta2, v0), __fmul_rn(__fmul_rn(a.one_minus_beta2, gs), gs));
+        m[i] = mk;
+        v[i] = vk;
+        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vk), a.bc2_sqrt), a.eps);
+        theta_out[i] = __fsub_rn(th, __fmul_rn(a.step_size, __fdiv_rn(mk, denom)));
+    }
+}
+
 __global__ static void k_pixels(size_t n, const uint8_t *__restrict__ p, float *__restrict__ x)
 {
     GRID_STRIDE(i, n)
@@ -230,6 +251,16 @@ void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, f
     k_sgd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, theta_in, theta_out, g,
                                                              gscale, buf, lr, mu, wd, first, zero_g);
     CDP_CUDA_LAUNCHED("k_sgd");
+}
+
+void cdp_cuda_adamw(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
+                    float *m, float *v, const cdp_adamw_coef *c, int first, int zero_g)
+{
+    if (!n)
+        return;
+    k_adamw<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, theta_in, theta_out, g, gscale,
+                                                               m, v, *c, first, zero_g);
+    CDP_CUDA_LAUNCHED("k_adamw");
 }
 
 /* ---------------------------------------------------------------- scratch */

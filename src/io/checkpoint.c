@@ -1,11 +1,14 @@
 /* Checkpoints, format version 2: a safetensors file with the tensors
- * params, params_prev, momentum (F32, nparams each) and step (I64 [1]), in
- * that order, and the metadata
+ * params, params_prev, then the optimizer state (F32, nparams each: SGD's
+ * momentum; AdamW's exp_avg and exp_avg_sq), and step (I64 [1]), in that
+ * order, and the metadata
  *   cdp_checkpoint  "2"
  *   numerics        16 hex digits: cdp_options_numerics_hash of the run
  *   step            the step, in decimal (the step tensor's value)
  *   data_crc32c     8 hex digits: CRC-32C (cdp_crc32c) of the whole data
  *                   section, every byte after the header
+ *   optimizer       "adamw" (absent: SGD, so that an SGD checkpoint is the
+ *                   file cdp wrote before AdamW, byte for byte)
  * Version 1 (cdp before the checksum) had no data_crc32c; it is refused. */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,31 +20,45 @@
 
 #define CKPT_VERSION "2"
 
-static void tensors(cdp_st_tensor t[4], const cdp_model *m, int64_t *step)
+/* The tensors of a checkpoint of optimizer kind; returns how many.  The
+ * optimizer state is nbuf arrays of nparams floats one after the other. */
+static int tensors(cdp_st_tensor t[5], const cdp_model *m, cdp_optim_kind kind, int64_t *step)
 {
     const int64_t n = (int64_t)m->nparams;
-    t[0] = (cdp_st_tensor){ "params", "F32", 1, { n }, NULL, NULL };
-    t[1] = (cdp_st_tensor){ "params_prev", "F32", 1, { n }, NULL, NULL };
-    t[2] = (cdp_st_tensor){ "momentum", "F32", 1, { n }, NULL, NULL };
-    t[3] = (cdp_st_tensor){ "step", "I64", 1, { 1 }, step, step };
+    int k = 0;
+    t[k++] = (cdp_st_tensor){ "params", "F32", 1, { n }, NULL, NULL };
+    t[k++] = (cdp_st_tensor){ "params_prev", "F32", 1, { n }, NULL, NULL };
+    if (kind == CDP_OPTIM_ADAMW) {
+        t[k++] = (cdp_st_tensor){ "exp_avg", "F32", 1, { n }, NULL, NULL };
+        t[k++] = (cdp_st_tensor){ "exp_avg_sq", "F32", 1, { n }, NULL, NULL };
+    } else {
+        t[k++] = (cdp_st_tensor){ "momentum", "F32", 1, { n }, NULL, NULL };
+    }
+    t[k++] = (cdp_st_tensor){ "step", "I64", 1, { 1 }, step, step };
+    return k;
 }
 
 int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uint64_t numerics,
-                         const float *cur, const float *prev, const float *momentum,
-                         char *err, size_t errlen)
+                         cdp_optim_kind kind, const float *cur, const float *prev,
+                         const float *state, char *err, size_t errlen)
 {
-    cdp_st_tensor t[4];
-    tensors(t, m, &step);
+    cdp_st_tensor t[5];
+    const int nt = tensors(t, m, kind, &step);
     t[0].data = cur;
     t[1].data = prev;
-    t[2].data = momentum;
+    for (int j = 2; j < nt - 1; j++)
+        t[j].data = state + (size_t)(j - 2) * m->nparams;
     char hash[32], st[32], crc[16];
     snprintf(hash, sizeof hash, "%016" PRIx64, numerics);
     snprintf(st, sizeof st, "%" PRId64, step);
-    snprintf(crc, sizeof crc, "%08" PRIx32, cdp_st_tensors_crc32c(t, 4));
+    snprintf(crc, sizeof crc, "%08" PRIx32, cdp_st_tensors_crc32c(t, nt));
     const char *meta[] = { "cdp_checkpoint", CKPT_VERSION, "numerics", hash, "step", st,
-                           "data_crc32c", crc, NULL };
-    return cdp_st_write(path, t, 4, meta, err, errlen);
+                           "data_crc32c", crc, NULL, NULL, NULL };
+    if (kind != CDP_OPTIM_SGD) {
+        meta[8] = "optimizer";
+        meta[9] = cdp_optim_name(kind);
+    }
+    return cdp_st_write(path, t, nt, meta, err, errlen);
 }
 
 /* s as a whole decimal int64 ("-0", "+1", " 1", "01" are not the writer's) */
@@ -57,8 +74,9 @@ static int parse_step(const char *s, int64_t *out)
     return 0;
 }
 
-int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics, int64_t *step,
-                        float *cur, float *prev, float *momentum, char *err, size_t errlen)
+int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
+                        cdp_optim_kind kind, int64_t *step, float *cur, float *prev,
+                        float *state, char *err, size_t errlen)
 {
     char v[64], want[32];
     if (cdp_st_read_meta(path, "cdp_checkpoint", v, sizeof v, err, errlen)) {
@@ -77,10 +95,22 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
                      "reads version " CKPT_VERSION ")", path, v);
         return -1;
     }
+    /* the optimizer before the hash, which it changes: the one line then
+     * names what differs */
+    char opt[32] = "sgd";
+    if (cdp_st_read_meta(path, "optimizer", v, sizeof v, err, errlen) == 0)
+        snprintf(opt, sizeof opt, "%.20s", v);
+    if (strcmp(opt, cdp_optim_name(kind))) {
+        snprintf(err, errlen, "%s: written by an --optimizer %s run, cannot resume with "
+                 "--optimizer %s (its state is another optimizer's)", path, opt,
+                 cdp_optim_name(kind));
+        return -1;
+    }
     snprintf(want, sizeof want, "%016" PRIx64, numerics);
     if (cdp_st_read_meta(path, "numerics", v, sizeof v, err, errlen) || strcmp(v, want)) {
         snprintf(err, errlen, "%s: written with other --model/--stages/--workers/--batch/--rule/"
-                 "SGD/--seed/data options; resume with the options of the run that wrote it", path);
+                 "optimizer/schedule/--seed/data options; resume with the options of the run that "
+                 "wrote it", path);
         return -1;
     }
     /* the checksum first: a damaged file is reported as damaged */
@@ -105,12 +135,13 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
                  path);
         return -1;
     }
-    cdp_st_tensor t[4];
-    tensors(t, m, step);
+    cdp_st_tensor t[5];
+    const int nt = tensors(t, m, kind, step);
     t[0].dst = cur;
     t[1].dst = prev;
-    t[2].dst = momentum;
-    if (cdp_st_read(path, t, 4, 1, err, errlen))
+    for (int j = 2; j < nt - 1; j++)
+        t[j].dst = state + (size_t)(j - 2) * m->nparams;
+    if (cdp_st_read(path, t, nt, 1, err, errlen))
         return -1;
     if (*step != meta_step) {
         snprintf(err, errlen, "%s: inconsistent checkpoint: its step tensor says %" PRId64

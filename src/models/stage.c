@@ -396,15 +396,19 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int 
 
 void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
                       const float *theta_in, float *theta_out, float *g, float gscale,
-                      float *mom, float lr, float mu, float wd, int first, int zero_g,
-                      float *ws)
+                      float *state, const cdp_optim_step *st, int zero_g, float *ws)
 {
     const cdp_stage_plan *P = &m->plan[l];
     /* the workers' statistics, unpacked (out of g, which theta_out may be) */
     const double *stats = (const double *)ws;
     if (P->slot_doubles)
         be->f64_unpack((size_t)m->workers * P->slot_doubles, g + P->train_n, (double *)ws);
-    be->sgd(P->train_n, theta_in, theta_out, g, gscale, mom, lr, mu, wd, first, zero_g);
+    if (st->kind == CDP_OPTIM_ADAMW)
+        be->adamw(P->train_n, theta_in, theta_out, g, gscale, state, state + m->stage_n[l],
+                  &st->adamw, st->first, zero_g);
+    else
+        be->sgd(P->train_n, theta_in, theta_out, g, gscale, state, st->lr, st->momentum,
+                st->weight_decay, st->first, zero_g);
     if (!P->slot_doubles)
         return;
     for (int j = P->first_layer; j < P->end_layer; j++) {

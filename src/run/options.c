@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cdp/optim.h"
 #include "cdp/options.h"
 #include "cdp/rng.h"
 
@@ -24,6 +25,12 @@ void cdp_options_defaults(cdp_options *o)
     o->weight_decay = 0.0;
     o->lr_decay_epochs = 3;
     o->lr_gamma = 0.5;
+    o->optimizer = CDP_OPTIM_SGD;
+    o->betas[0] = 0.9;     /* torch.optim.AdamW's defaults */
+    o->betas[1] = 0.999;
+    o->eps = 1e-8;
+    o->lr_schedule = CDP_LR_STEP;
+    o->warmup_steps = 0;
     o->seed = 1;
     snprintf(o->data, sizeof o->data, "fashion-mnist");
     o->data_dir[0] = '\0';   /* the kind's default, filled in by cdp_options_parse */
@@ -57,11 +64,22 @@ void cdp_options_help(FILE *f)
 "Training:\n"
 "  --epochs E             passes over the training set           [10]\n"
 "  --steps K              stop after K steps (overrides --epochs)\n"
+"  --optimizer O          sgd (as torch.optim.SGD) | adamw (as torch.optim.AdamW) [sgd]\n"
 "  --lr X                 learning rate                           [0.03]\n"
-"  --momentum X           SGD momentum                            [0.9]\n"
-"  --weight-decay X       L2 weight decay                         [0]\n"
-"  --lr-decay-epochs E    multiply the lr by --lr-gamma every E epochs (0: never) [3]\n"
-"  --lr-gamma X           lr decay factor                         [0.5]\n"
+"  --momentum X           SGD momentum (sgd only)                 [0.9]\n"
+"  --betas B1,B2          AdamW's moment decays, each in [0, 1) (adamw only)\n"
+"                                                                 [0.9,0.999]\n"
+"  --eps X                AdamW's epsilon (adamw only)            [1e-8]\n"
+"  --weight-decay X       sgd: L2 decay added to the gradient     [0]\n"
+"                         adamw: decoupled, theta *= 1 - lr*X     [0.01]\n"
+"  --lr-schedule S        step: multiply the lr by --lr-gamma every --lr-decay-epochs\n"
+"                         epochs; cosine: lr*(1+cos(pi*c/(T-1)))/2 for update c of\n"
+"                         the run's T steps, 0 at the last one    [step]\n"
+"  --lr-decay-epochs E    step: multiply the lr by --lr-gamma every E epochs\n"
+"                         (0: never)                              [3]\n"
+"  --lr-gamma X           step: lr decay factor                   [0.5]\n"
+"  --warmup-steps W       linear warm-up on either schedule: update c < W takes\n"
+"                         the schedule's lr times (c+1)/W         [0]\n"
 "  --seed S               initialisation and shuffling seed       [1]\n"
 "  --no-shuffle           take the samples in file order 0,1,2,...\n"
 "Data:\n"
@@ -271,12 +289,72 @@ static int parse_normalize(const char *s, cdp_options *o, char *err, size_t errl
     return 0;
 }
 
+/* one of two names: 0 for the first (CDP_OPTIM_SGD, CDP_LR_STEP), 1 for the second */
+static int parse_pair(const char *opt, const char *s, const char *n0, const char *n1, int *out,
+                      char *err, size_t errlen)
+{
+    if (strcmp(s, n0) && strcmp(s, n1)) {
+        snprintf(err, errlen, "%s: expected %s or %s, got '%.100s'", opt, n0, n1, s);
+        return -1;
+    }
+    *out = strcmp(s, n0) != 0;
+    return 0;
+}
+
+/* --betas B1,B2: two numbers in [0, 1), as torch.optim.AdamW accepts */
+static int parse_betas(const char *s, double betas[2], char *err, size_t errlen)
+{
+    const char *comma = strchr(s, ',');
+    char num[2][64];
+    if (!comma || strchr(comma + 1, ',') || comma == s || !comma[1] ||
+        (size_t)(comma - s) >= sizeof num[0] || strlen(comma + 1) >= sizeof num[1]) {
+        snprintf(err, errlen, "--betas: expected two numbers B1,B2 in [0, 1), e.g. 0.9,0.999, "
+                 "got '%.100s'", s);
+        return -1;
+    }
+    snprintf(num[0], sizeof num[0], "%.*s", (int)(comma - s), s);
+    snprintf(num[1], sizeof num[1], "%s", comma + 1);
+    for (int i = 0; i < 2; i++) {
+        char *end;
+        errno = 0;
+        double v = strtod(num[i], &end);
+        if (errno || end == num[i] || *end || !(v >= 0.0 && v < 1.0)) {
+            snprintf(err, errlen, "--betas: expected two numbers B1,B2 in [0, 1), e.g. "
+                     "0.9,0.999, got '%.100s'", s);
+            return -1;
+        }
+        betas[i] = v;
+    }
+    return 0;
+}
+
+/* Options that mean nothing under the chosen optimizer or schedule are
+ * refused; AdamW's weight decay defaults to torch.optim.AdamW's 0.01. */
+static int check_optimizer(cdp_options *o, char *err, size_t errlen)
+{
+    const char *wrong = NULL, *needs = NULL, *hint = "";
+    if (o->optimizer == CDP_OPTIM_SGD && (o->given_betas || o->given_eps))
+        wrong = o->given_betas ? "--betas" : "--eps", needs = "--optimizer adamw";
+    else if (o->optimizer == CDP_OPTIM_ADAMW && o->given_momentum)
+        wrong = "--momentum", needs = "--optimizer sgd", hint = " (AdamW's are --betas)";
+    else if (o->lr_schedule == CDP_LR_COSINE && o->given_lr_decay)
+        wrong = o->given_lr_decay == 1 ? "--lr-decay-epochs" : "--lr-gamma",
+        needs = "--lr-schedule step";
+    if (wrong) {
+        snprintf(err, errlen, "%s applies to %s only%s", wrong, needs, hint);
+        return -1;
+    }
+    if (o->optimizer == CDP_OPTIM_ADAMW && !o->given_weight_decay)
+        o->weight_decay = 0.01;
+    return 0;
+}
+
 enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_RESUME, O_BACKEND,
     O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_AUGMENT, O_NORMALIZE,
-    O_BALANCE, O_HELP, O_VERSION
+    O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
 
 /* The entry of the long option whose value is c (NULL: none). */
@@ -306,6 +384,11 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "weight-decay", required_argument, 0, O_WD },
         { "lr-decay-epochs", required_argument, 0, O_DECAY },
         { "lr-gamma", required_argument, 0, O_GAMMA },
+        { "optimizer", required_argument, 0, O_OPTIMIZER },
+        { "betas", required_argument, 0, O_BETAS },
+        { "eps", required_argument, 0, O_EPS },
+        { "lr-schedule", required_argument, 0, O_LR_SCHEDULE },
+        { "warmup-steps", required_argument, 0, O_WARMUP },
         { "seed", required_argument, 0, O_SEED },
         { "no-shuffle", no_argument, 0, O_NOSHUF },
         { "data", required_argument, 0, O_DATA },
@@ -384,10 +467,15 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_EPOCHS: if (parse_int(opt, optarg, 1, 100000, &iv, err, errlen)) return -1; o->epochs = (int)iv; break;
         case O_STEPS: if (parse_int(opt, optarg, 1, (long long)1 << 40, &iv, err, errlen)) return -1; o->steps = iv; break;
         case O_LR: if (parse_real(opt, optarg, 0, 1e6, &o->lr, err, errlen)) return -1; break;
-        case O_MOM: if (parse_real(opt, optarg, 0, 1, &o->momentum, err, errlen)) return -1; break;
-        case O_WD: if (parse_real(opt, optarg, 0, 1e3, &o->weight_decay, err, errlen)) return -1; break;
-        case O_DECAY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->lr_decay_epochs = (int)iv; break;
-        case O_GAMMA: if (parse_real(opt, optarg, 0, 1e3, &o->lr_gamma, err, errlen)) return -1; break;
+        case O_MOM: if (parse_real(opt, optarg, 0, 1, &o->momentum, err, errlen)) return -1; o->given_momentum = 1; break;
+        case O_WD: if (parse_real(opt, optarg, 0, 1e3, &o->weight_decay, err, errlen)) return -1; o->given_weight_decay = 1; break;
+        case O_DECAY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->lr_decay_epochs = (int)iv; o->given_lr_decay |= 1; break;
+        case O_GAMMA: if (parse_real(opt, optarg, 0, 1e3, &o->lr_gamma, err, errlen)) return -1; o->given_lr_decay |= 2; break;
+        case O_OPTIMIZER: if (parse_pair(opt, optarg, "sgd", "adamw", &o->optimizer, err, errlen)) return -1; break;
+        case O_BETAS: if (parse_betas(optarg, o->betas, err, errlen)) return -1; o->given_betas = 1; break;
+        case O_EPS: if (parse_real(opt, optarg, 0, 1, &o->eps, err, errlen)) return -1; o->given_eps = 1; break;
+        case O_LR_SCHEDULE: if (parse_pair(opt, optarg, "step", "cosine", &o->lr_schedule, err, errlen)) return -1; break;
+        case O_WARMUP: if (parse_int(opt, optarg, 0, (long long)1 << 40, &iv, err, errlen)) return -1; o->warmup_steps = iv; break;
         case O_SEED: if (parse_int(opt, optarg, 0, LLONG_MAX, &iv, err, errlen)) return -1; o->seed = (uint64_t)iv; break;
         case O_NOSHUF: o->shuffle = 0; break;
         case O_DATA: {
@@ -451,6 +539,8 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         snprintf(err, errlen, "unexpected argument '%s' (see --help)", argv[optind]);
         return -1;
     }
+    if (check_optimizer(o, err, errlen))
+        return -1;
     if (!dir_given) {
         /* the kind's own directory: --data mnist never reads Fashion-MNIST */
         if (cdp_data_spec_parse(o->data, &spec, err, errlen) != 0)
@@ -582,6 +672,26 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
     if (o->augment.crop_pad || o->augment.flip) {
         h = hash_bytes(h, "augment", 7);
         h = hash_bytes(h, &o->augment, sizeof o->augment);
+    }
+    /* the optimizer and schedule likewise only when not SGD with step
+     * decay and no warm-up (the runs and checkpoints of before them) */
+    if (o->optimizer != CDP_OPTIM_SGD) {
+        h = hash_bytes(h, "optimizer", 9);
+        h = hash_bytes(h, &o->optimizer, sizeof o->optimizer);
+        h = hash_bytes(h, o->betas, sizeof o->betas);
+        h = hash_bytes(h, &o->eps, sizeof o->eps);
+    }
+    if (o->lr_schedule != CDP_LR_STEP) {
+        /* cosine depends on the run's length */
+        h = hash_bytes(h, "lr_schedule", 11);
+        h = hash_bytes(h, &o->lr_schedule, sizeof o->lr_schedule);
+        h = hash_bytes(h, &o->steps, sizeof o->steps);
+        if (!o->steps)
+            h = hash_bytes(h, &o->epochs, sizeof o->epochs);
+    }
+    if (o->warmup_steps) {
+        h = hash_bytes(h, "warmup", 6);
+        h = hash_bytes(h, &o->warmup_steps, sizeof o->warmup_steps);
     }
     if (o->norm_count) {
         h = hash_bytes(h, "normalize", 9);

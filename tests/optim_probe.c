@@ -1,0 +1,58 @@
+/* The optimizer and schedule of cdp on a vector, for tests/torch_optim.py:
+ *   optim_probe KIND SCHEDULE LR MOMENTUM WD BETA1 BETA2 EPS DECAY_EPOCHS GAMMA
+ *               STEPS_PER_EPOCH WARMUP TOTAL GSCALE N STEPS
+ * reads N initial parameters, then STEPS gradients of N floats (text), and
+ * prints for each update c = 0 .. STEPS-1 the lr of update c and the N
+ * parameters after it (%.9g: every float exactly).  KIND: sgd | adamw;
+ * SCHEDULE: step | cosine.  The update is cdp_optim_step_at and the CPU
+ * backend's sgd/adamw, as cdp_stage_update applies them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cdp/backend.h"
+#include "cdp/optim.h"
+
+int main(int argc, char **argv)
+{
+    if (argc != 17) {
+        fprintf(stderr, "usage: optim_probe KIND SCHEDULE LR MOMENTUM WD BETA1 BETA2 EPS "
+                "DECAY_EPOCHS GAMMA STEPS_PER_EPOCH WARMUP TOTAL GSCALE N STEPS\n");
+        return 2;
+    }
+    cdp_optim o = cdp_optim_sgd(atof(argv[3]), atof(argv[4]), atof(argv[5]), atoi(argv[9]),
+                                atof(argv[10]), atoll(argv[11]));
+    o.kind = strcmp(argv[1], "adamw") ? CDP_OPTIM_SGD : CDP_OPTIM_ADAMW;
+    o.schedule = strcmp(argv[2], "cosine") ? CDP_LR_STEP : CDP_LR_COSINE;
+    o.beta1 = atof(argv[6]);
+    o.beta2 = atof(argv[7]);
+    o.eps = atof(argv[8]);
+    o.warmup_steps = atoll(argv[12]);
+    o.total_steps = atoll(argv[13]);
+    const float gscale = (float)atof(argv[14]);
+    const size_t n = (size_t)atol(argv[15]);
+    const long steps = atol(argv[16]);
+    const cdp_backend *be = cdp_backend_cpu(1);
+    float *th = malloc(n * sizeof *th), *g = malloc(n * sizeof *g);
+    float *state = calloc(cdp_optim_state_floats(&o, n), sizeof *state);
+    if (!th || !g || !state)
+        return 2;
+    for (size_t i = 0; i < n; i++)
+        if (scanf("%f", &th[i]) != 1)
+            return 2;
+    for (long c = 0; c < steps; c++) {
+        for (size_t i = 0; i < n; i++)
+            if (scanf("%f", &g[i]) != 1)
+                return 2;
+        const cdp_optim_step st = cdp_optim_step_at(&o, c);
+        if (st.kind == CDP_OPTIM_ADAMW)
+            be->adamw(n, th, th, g, gscale, state, state + n, &st.adamw, st.first, 0);
+        else
+            be->sgd(n, th, th, g, gscale, state, st.lr, st.momentum, st.weight_decay, st.first, 0);
+        printf("%.9g", (double)st.lr);
+        for (size_t i = 0; i < n; i++)
+            printf(" %.9g", (double)th[i]);
+        printf("\n");
+    }
+    free(th); free(g); free(state);
+    return 0;
+}
