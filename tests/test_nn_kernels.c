@@ -12,7 +12,14 @@
  *   5. batchnorm's running statistics against a two-pass computation over
  *      the concatenated data, a hand example, and the eval formula;
  *   6. max pooling's first-maximum tie-breaking and padding, average
- *      pooling's summation order. */
+ *      pooling's summation order.
+ * The transformer kernels (TCase "tokens": batched GEMM, softmax, LayerNorm,
+ * GELU, patch/class tokens, add_rows, sum_rows, copy_rows) likewise: double
+ * references with direct loops (the GEMM for all four transpose cases, with
+ * padded row strides and batch strides, beta 0 over NaN and beta 1), the
+ * references' backward against central differences (softmax, LayerNorm,
+ * GELU), hand values, the contract's float formulas bit for bit where it
+ * fixes them, accumulate mode, in-place use, and 1, 2, 3 threads. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -915,6 +922,609 @@ START_TEST(pool_threads)
 }
 END_TEST
 
+/* ------------------------------------------------------------ transformer kernels */
+
+/* C_b = alpha op(A_b) op(B_b) + beta C_b over the M x N region, in double
+ * (beta 0: C not read) */
+static void gemm_ref(int tA, int tB, int M, int N, int K, double alpha, const float *A, int lda,
+                     size_t sA, const float *Bm, int ldb, size_t sB, double beta, const float *C0,
+                     int ldc, size_t sC, int batch, double *out)
+{
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0.0;
+                for (int k = 0; k < K; k++) {
+                    double a = tA ? A[b * sA + (size_t)k * lda + i] : A[b * sA + (size_t)i * lda + k];
+                    double v = tB ? Bm[b * sB + (size_t)j * ldb + k] : Bm[b * sB + (size_t)k * ldb + j];
+                    s += a * v;
+                }
+                size_t at = b * sC + (size_t)i * ldc + j;
+                out[((size_t)b * M + i) * N + j] = alpha * s + (beta != 0.0 ? beta * C0[at] : 0.0);
+            }
+}
+
+START_TEST(gemm_batched_vs_loops)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    /* M, N, K, batch: tiny, attention-like, and one above OpenBLAS's small
+     * matrix path */
+    static const int shapes[][4] = {{3, 5, 4, 3}, {7, 1, 9, 2}, {50, 50, 64, 6}, {17, 130, 33, 4},
+                                    {1, 1, 1, 1}, {120, 110, 100, 2}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (int tA = 0; tA < 2; tA++)
+            for (int tB = 0; tB < 2; tB++)
+                for (int bz = 0; bz < 2; bz++) {
+                    int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                    int batch = shapes[si][3];
+                    /* row strides above the minimum, batch strides with gaps */
+                    int lda = (tA ? M : K) + 3, ldb = (tB ? K : N) + 5, ldc = N + 2;
+                    size_t sA = (size_t)(tA ? K : M) * lda + 7, sB = (size_t)(tB ? N : K) * ldb + 1;
+                    size_t sC = (size_t)M * ldc + 11;
+                    size_t nA = sA * batch, nB = sB * batch, nC = sC * batch;
+                    float *A = fbuf(nA), *Bm = fbuf(nB), *C = fbuf(nC), *C0 = fbuf(nC);
+                    fill(A, nA, 200 + si, -1, 1);
+                    fill(Bm, nB, 210 + si, -1, 1);
+                    if (bz)
+                        for (size_t k = 0; k < nC; k++)
+                            C0[k] = NAN;
+                    else
+                        fill(C0, nC, 220 + si, -1, 1);
+                    memcpy(C, C0, nC * sizeof *C);
+                    float alpha = 0.125f, beta = bz ? 0.0f : 1.0f;
+                    be->gemm_batched(tA, tB, M, N, K, alpha, A, lda, sA, Bm, ldb, sB, beta, C, ldc,
+                                     sC, batch);
+                    size_t nr = (size_t)batch * M * N;
+                    double *r = dbuf(nr);
+                    gemm_ref(tA, tB, M, N, K, alpha, A, lda, sA, Bm, ldb, sB, beta, C0, ldc, sC,
+                             batch, r);
+                    float *got = fbuf(nr);
+                    for (int b = 0; b < batch; b++)
+                        for (int i = 0; i < M; i++)
+                            for (int j = 0; j < N; j++)
+                                got[((size_t)b * M + i) * N + j] = C[b * sC + (size_t)i * ldc + j];
+                    char what[96];
+                    snprintf(what, sizeof what, "gemm_batched shape %zu tA %d tB %d beta %d", si,
+                             tA, tB, !bz);
+                    check_close(what, got, r, nr, 1e-5);
+                    /* the padding of C (between rows and entries) is untouched */
+                    for (size_t k = 0; k < nC; k++) {
+                        size_t b = k / sC, o = k % sC, i = o / ldc, j = o % ldc;
+                        if (b < (size_t)batch && i < (size_t)M && j < (size_t)N)
+                            continue;
+                        ck_assert_msg(memcmp(&C[k], &C0[k], sizeof *C) == 0,
+                                      "%s: C[%zu] outside the matrices changed", what, k);
+                    }
+                    free(A); free(Bm); free(C); free(C0); free(r); free(got);
+                }
+}
+END_TEST
+
+START_TEST(gemm_batched_edges)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    /* K = 0: C = beta * C, and beta 0 writes +0 over NaN */
+    float C[6] = {1, 2, NAN, 4, 5, 6}, A[1] = {0}, Bm[1] = {0};
+    be->gemm_batched(0, 0, 2, 3, 0, 1.0f, A, 1, 0, Bm, 3, 0, 0.5f, C, 3, 0, 1);
+    ck_assert(C[0] == 0.5f && C[1] == 1.0f && isnan(C[2]) && C[5] == 3.0f);
+    be->gemm_batched(0, 0, 2, 3, 0, 1.0f, A, 1, 0, Bm, 3, 0, 0.0f, C, 3, 0, 1);
+    for (int k = 0; k < 6; k++)
+        ck_assert(C[k] == 0.0f && !signbit(C[k]));
+    /* a hand product: [1 2; 3 4] [5 6; 7 8] = [19 22; 43 50], plus 2 * C */
+    float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4] = {1, 1, 1, 1};
+    be->gemm_batched(0, 0, 2, 2, 2, 1.0f, a, 2, 4, b, 2, 4, 2.0f, c, 2, 4, 1);
+    ck_assert(c[0] == 21 && c[1] == 24 && c[2] == 45 && c[3] == 52);
+    /* A^T B^T = (B A)^T: [1 3; 2 4] [5 7; 6 8] = [23 31; 34 46] */
+    be->gemm_batched(1, 1, 2, 2, 2, 1.0f, a, 2, 4, b, 2, 4, 0.0f, c, 2, 4, 1);
+    ck_assert(c[0] == 23 && c[1] == 31 && c[2] == 34 && c[3] == 46);
+    /* one B for every entry (stride 0) */
+    float a2[8] = {1, 0, 0, 1, 2, 0, 0, 2}, c2[8];
+    be->gemm_batched(0, 0, 2, 2, 2, 1.0f, a2, 2, 4, b, 2, 0, 0.0f, c2, 2, 4, 2);
+    for (int k = 0; k < 4; k++)
+        ck_assert(c2[k] == b[k] && c2[4 + k] == 2 * b[k]);
+}
+END_TEST
+
+/* softmax of each row of x[R, N], in double */
+static void softmax_ref(int R, int N, const double *x, double *p)
+{
+    for (int r = 0; r < R; r++) {
+        const double *xr = x + (size_t)r * N;
+        double mx = xr[0], s = 0.0;
+        for (int j = 1; j < N; j++)
+            mx = fmax(mx, xr[j]);
+        for (int j = 0; j < N; j++)
+            s += exp(xr[j] - mx);
+        for (int j = 0; j < N; j++)
+            p[(size_t)r * N + j] = exp(xr[j] - mx) / s;
+    }
+}
+
+/* dx = scale * P (dp - <dp, P>) per row, in double */
+static void softmax_ref_bwd(int R, int N, double scale, const double *P, const double *dp,
+                            double *dx)
+{
+    for (int r = 0; r < R; r++) {
+        const double *pr = P + (size_t)r * N, *gr = dp + (size_t)r * N;
+        double dt = dot(pr, gr, (size_t)N);
+        for (int j = 0; j < N; j++)
+            dx[(size_t)r * N + j] = scale * pr[j] * (gr[j] - dt);
+    }
+}
+
+struct sm_ctx {
+    int R, N;
+    double scale, *x, *xs, *p, *r;
+};
+
+/* L = sum(softmax(scale * x) * r): dL/dx = softmax_bwd(scale, P, r) */
+static double sm_ctx_loss(void *c)
+{
+    struct sm_ctx *q = c;
+    size_t n = (size_t)q->R * q->N;
+    for (size_t k = 0; k < n; k++)
+        q->xs[k] = q->scale * q->x[k];
+    softmax_ref(q->R, q->N, q->xs, q->p);
+    return dot(q->p, q->r, n);
+}
+
+START_TEST(softmax_fd_reference)
+{
+    int R = 3, N = 7;
+    size_t n = (size_t)R * N;
+    double *x = dbuf(n), *xs = dbuf(n), *p = dbuf(n), *r = dbuf(n), *dx = dbuf(n), *fx = dbuf(n);
+    fill_d(x, n, 230, -3, 3);
+    fill_d(r, n, 231, -1, 1);
+    struct sm_ctx c = {R, N, 0.35, x, xs, p, r};
+    sm_ctx_loss(&c);
+    softmax_ref_bwd(R, N, c.scale, p, r, dx);
+    fd_grad(x, n, 1e-5, fx, sm_ctx_loss, &c);
+    check_fd("softmax dx", dx, fx, n, 1e-8);
+    free(x); free(xs); free(p); free(r); free(dx); free(fx);
+}
+END_TEST
+
+START_TEST(softmax_vs_reference)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    /* hand: softmax(1, 2, 3), and the same row shifted by 1000 (stable) */
+    float h[6] = {1, 2, 3, 1001, 1002, 1003};
+    const double e[3] = {0.09003057317038046, 0.24472847105479764, 0.6652409557748219};
+    be->softmax_fwd(2, 3, h);
+    for (int j = 0; j < 6; j++)
+        ck_assert_msg(fabs(h[j] - e[j % 3]) <= 1e-7, "softmax hand [%d] %.9g", j, h[j]);
+    static const int shapes[][2] = {{1, 1}, {5, 3}, {64, 50}, {7, 1000}, {300, 17}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        int R = shapes[si][0], N = shapes[si][1];
+        size_t n = (size_t)R * N;
+        float *x = fbuf(n), *p = fbuf(n), *dp = fbuf(n), *g = fbuf(n);
+        fill(x, n, 240 + si, -8, 8);
+        if (n > 4)
+            x[3] = -INFINITY;   /* a masked score */
+        fill(dp, n, 250 + si, -1, 1);
+        memcpy(p, x, n * sizeof *p);
+        be->softmax_fwd(R, N, p);
+        memcpy(g, dp, n * sizeof *g);
+        be->softmax_bwd(R, N, 0.125f, p, g);
+        double *xd = to_d(x, n), *pr = dbuf(n), *pd = to_d(p, n), *dpd = to_d(dp, n),
+               *gr = dbuf(n);
+        softmax_ref(R, N, xd, pr);
+        softmax_ref_bwd(R, N, 0.125, pd, dpd, gr);
+        check_close("softmax fwd", p, pr, n, 1e-6);
+        check_close("softmax bwd", g, gr, n, 1e-5);
+        /* the contract's formula, operation by operation */
+        for (int r = 0; r < R; r++) {
+            const float *xr = x + (size_t)r * N;
+            float mx = xr[0], s = 0.0f, dt = 0.0f;
+            for (int j = 1; j < N; j++)
+                if (xr[j] > mx)
+                    mx = xr[j];
+            for (int j = 0; j < N; j++)
+                s = s + expf(xr[j] - mx);
+            for (int j = 0; j < N; j++) {
+                float v = expf(xr[j] - mx) / s;
+                ck_assert_msg(memcmp(&v, &p[(size_t)r * N + j], sizeof v) == 0,
+                              "softmax fwd [%d,%d]: %.9g vs formula %.9g", r, j,
+                              p[(size_t)r * N + j], v);
+            }
+            for (int j = 0; j < N; j++)
+                dt = dt + dp[(size_t)r * N + j] * p[(size_t)r * N + j];
+            for (int j = 0; j < N; j++) {
+                size_t k = (size_t)r * N + j;
+                float v = 0.125f * (p[k] * (dp[k] - dt));
+                ck_assert_msg(memcmp(&v, &g[k], sizeof v) == 0, "softmax bwd [%zu]", k);
+            }
+        }
+        free(x); free(p); free(dp); free(g); free(xd); free(pr); free(pd); free(dpd); free(gr);
+    }
+}
+END_TEST
+
+/* LayerNorm over the rows of x[R, D], in double (two passes) */
+static void ln_ref_fwd(int R, int D, const double *x, const double *g, const double *be,
+                       double eps, double *y)
+{
+    for (int r = 0; r < R; r++) {
+        const double *xr = x + (size_t)r * D;
+        double s = 0.0, v = 0.0;
+        for (int d = 0; d < D; d++)
+            s += xr[d];
+        double m = s / D;
+        for (int d = 0; d < D; d++)
+            v += (xr[d] - m) * (xr[d] - m);
+        double is = 1.0 / sqrt(v / D + eps);
+        for (int d = 0; d < D; d++)
+            y[(size_t)r * D + d] = (xr[d] - m) * is * g[d] + be[d];
+    }
+}
+
+/* the textbook backward, in double */
+static void ln_ref_bwd(int R, int D, const double *x, const double *g, double eps,
+                       const double *dy, double *dx, double *dg, double *db)
+{
+    for (int d = 0; d < D; d++)
+        dg[d] = db[d] = 0.0;
+    for (int r = 0; r < R; r++) {
+        const double *xr = x + (size_t)r * D, *gr = dy + (size_t)r * D;
+        double s = 0.0, v = 0.0;
+        for (int d = 0; d < D; d++)
+            s += xr[d];
+        double m = s / D;
+        for (int d = 0; d < D; d++)
+            v += (xr[d] - m) * (xr[d] - m);
+        double is = 1.0 / sqrt(v / D + eps), a = 0.0, b = 0.0;
+        for (int d = 0; d < D; d++) {
+            double xh = (xr[d] - m) * is;
+            a += gr[d] * g[d];
+            b += gr[d] * g[d] * xh;
+            dg[d] += gr[d] * xh;
+            db[d] += gr[d];
+        }
+        for (int d = 0; d < D; d++) {
+            double xh = (xr[d] - m) * is;
+            dx[(size_t)r * D + d] = is * (gr[d] * g[d] - a / D - xh * b / D);
+        }
+    }
+}
+
+struct ln_ctx {
+    int R, D;
+    double *x, *g, *be, *r, *y;
+};
+
+static double ln_ctx_loss(void *c)
+{
+    struct ln_ctx *q = c;
+    ln_ref_fwd(q->R, q->D, q->x, q->g, q->be, 1e-6, q->y);
+    return dot(q->y, q->r, (size_t)q->R * q->D);
+}
+
+START_TEST(ln_fd_reference)
+{
+    /* (D = 2 is degenerate: xhat = +-1 whatever x, the gradient ~eps) */
+    static const int shapes[][2] = {{3, 5}, {1, 8}, {4, 3}};
+    for (size_t i = 0; i < 3; i++) {
+        int R = shapes[i][0], D = shapes[i][1];
+        size_t n = (size_t)R * D;
+        double *x = dbuf(n), *g = dbuf(D), *be = dbuf(D), *r = dbuf(n), *y = dbuf(n);
+        double *dx = dbuf(n), *dg = dbuf(D), *db = dbuf(D), *fx = dbuf(n), *fg = dbuf(D),
+               *fb = dbuf(D);
+        fill_d(x, n, 260 + i, -2, 2);
+        fill_d(g, D, 261 + i, 0.5, 1.5);
+        fill_d(be, D, 262 + i, -1, 1);
+        fill_d(r, n, 263 + i, -1, 1);
+        ln_ref_bwd(R, D, x, g, 1e-6, r, dx, dg, db);
+        struct ln_ctx c = {R, D, x, g, be, r, y};
+        fd_grad(x, n, 1e-5, fx, ln_ctx_loss, &c);
+        fd_grad(g, D, 1e-5, fg, ln_ctx_loss, &c);
+        fd_grad(be, D, 1e-5, fb, ln_ctx_loss, &c);
+        check_fd("ln dx", dx, fx, n, 1e-7);
+        check_fd("ln dgamma", dg, fg, D, 1e-7);
+        check_fd("ln dbeta", db, fb, D, 1e-7);
+        free(x); free(g); free(be); free(r); free(y); free(dx); free(dg); free(db);
+        free(fx); free(fg); free(fb);
+    }
+}
+END_TEST
+
+START_TEST(ln_vs_reference)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    static const int shapes[][2] = {{1, 1}, {3, 5}, {50, 192}, {7, 300}, {200, 64}, {2, 1000}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        int R = shapes[i][0], D = shapes[i][1];
+        size_t n = (size_t)R * D;
+        float *x = fbuf(n), *g = fbuf(D), *bt = fbuf(D), *y = fbuf(n), *save = fbuf(2 * R);
+        float *dy = fbuf(n), *dx = fbuf(n), *dg = fbuf(D), *db = fbuf(D);
+        fill(x, n, 270 + i, -1, 3);   /* means away from 0 */
+        fill(g, D, 271 + i, 0.5f, 1.5f);
+        fill(bt, D, 272 + i, -1, 1);
+        fill(dy, n, 273 + i, -1, 1);
+        be->ln_fwd(R, D, x, g, bt, 1e-6f, y, save);
+        be->ln_bwd(R, D, x, g, save, dy, dx, dg, db, 0);
+        double *xd = to_d(x, n), *gd = to_d(g, D), *bd = to_d(bt, D), *dyd = to_d(dy, n);
+        double *yr = dbuf(n), *dxr = dbuf(n), *dgr = dbuf(D), *dbr = dbuf(D);
+        ln_ref_fwd(R, D, xd, gd, bd, (double)1e-6f, yr);
+        ln_ref_bwd(R, D, xd, gd, (double)1e-6f, dyd, dxr, dgr, dbr);
+        char what[64];
+        snprintf(what, sizeof what, "ln %dx%d y", R, D);
+        check_close(what, y, yr, n, 1e-5);
+        if (D > 1) {   /* D = 1: y = beta, dx = 0 exactly; the reference's dx is rounding */
+            snprintf(what, sizeof what, "ln %dx%d dx", R, D);
+            check_close(what, dx, dxr, n, 1e-5);
+            snprintf(what, sizeof what, "ln %dx%d dgamma", R, D);
+            check_close(what, dg, dgr, D, 1e-5);
+        }
+        snprintf(what, sizeof what, "ln %dx%d dbeta", R, D);
+        check_close(what, db, dbr, D, 1e-5);
+        /* save: the contract's mean and rstd */
+        for (int r = 0; r < R; r++) {
+            double s = 0.0, v = 0.0;
+            for (int d = 0; d < D; d++)
+                s += (double)x[(size_t)r * D + d];
+            double m = s / D;
+            for (int d = 0; d < D; d++) {
+                double t = (double)x[(size_t)r * D + d] - m;
+                v += t * t;
+            }
+            float rs = (float)(1.0 / sqrt(v / D + (double)1e-6f));
+            ck_assert_msg(save[r] == (float)m && save[R + r] == rs, "ln save row %d", r);
+            for (int d = 0; d < D; d++) {
+                size_t k = (size_t)r * D + d;
+                float e = (x[k] - (float)m) * rs * g[d] + bt[d];
+                ck_assert_msg(memcmp(&e, &y[k], sizeof e) == 0, "ln y[%zu] %.9g vs formula %.9g",
+                              k, y[k], e);
+            }
+        }
+        /* dx may equal dy */
+        be->ln_bwd(R, D, x, g, save, dy, dy, dg, db, 0);
+        check_same("ln dx in place", dx, dy, n * sizeof *dx);
+        free(x); free(g); free(bt); free(y); free(save); free(dy); free(dx); free(dg); free(db);
+        free(xd); free(gd); free(bd); free(dyd); free(yr); free(dxr); free(dgr); free(dbr);
+    }
+}
+END_TEST
+
+static double gelu_ref(double x)
+{
+    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+
+static double gelu_ref_grad(double x)
+{
+    return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-x * x / 2.0) / sqrt(2.0 * M_PI);
+}
+
+START_TEST(gelu_hand_fd_reference)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    /* hand values: gelu(1) = Phi(1), gelu(-1) = -Phi(-1), gelu'(1) = Phi(1) + phi(1) */
+    float x[4] = {1.0f, -1.0f, 0.0f, 2.0f}, y[4], one[4] = {1, 1, 1, 1}, d[4];
+    be->gelu_fwd(4, x, y);
+    be->gelu_bwd(4, x, one, d);
+    ck_assert_msg(y[0] == (float)0.8413447460685429, "gelu(1) = %.9g", y[0]);
+    ck_assert_msg(y[1] == (float)-0.15865525393145707, "gelu(-1) = %.9g", y[1]);
+    ck_assert(y[2] == 0.0f);
+    ck_assert_msg(y[3] == (float)1.9544997361036416, "gelu(2) = %.9g", y[3]);
+    ck_assert_msg(d[0] == (float)1.0833154705876864, "gelu'(1) = %.9g", d[0]);
+    ck_assert_msg(d[1] == (float)-0.08331547058768639, "gelu'(-1) = %.9g", d[1]);
+    ck_assert(d[2] == 0.5f);
+    /* the reference's derivative against central differences */
+    for (int k = 0; k <= 120; k++) {
+        double v = -6.0 + 0.1 * k, h = 1e-5;
+        double f = (gelu_ref(v + h) - gelu_ref(v - h)) / (2 * h);
+        ck_assert_msg(fabs(f - gelu_ref_grad(v)) <= 1e-9, "gelu fd at %g: %.12g vs %.12g", v, f,
+                      gelu_ref_grad(v));
+    }
+    /* the kernels against the reference, element by element (computed in
+     * double, rounded once: within half an ulp and a hair) */
+    size_t n = 100003;
+    float *xs = fbuf(n), *ys = fbuf(n), *dy = fbuf(n), *dx = fbuf(n), *t = fbuf(n);
+    fill(xs, n, 280, -7, 7);
+    fill(dy, n, 281, -1, 1);
+    be->gelu_fwd(n, xs, ys);
+    be->gelu_bwd(n, xs, dy, dx);
+    for (size_t k = 0; k < n; k++) {
+        double r = gelu_ref(xs[k]), g = dy[k] * gelu_ref_grad(xs[k]);
+        ck_assert_msg(fabs(ys[k] - r) <= 0.5000001 * 0x1p-23 * fabs(r) + 1e-30,
+                      "gelu_fwd(%.9g) = %.9g, reference %.17g", xs[k], ys[k], r);
+        ck_assert_msg(fabs(dx[k] - g) <= 0.5000001 * 0x1p-23 * fabs(g) + 1e-15,
+                      "gelu_bwd(%.9g) = %.9g, reference %.17g", xs[k], dx[k], g);
+    }
+    /* in place */
+    memcpy(t, xs, n * sizeof *t);
+    be->gelu_fwd(n, t, t);
+    check_same("gelu_fwd in place", t, ys, n * sizeof *t);
+    memcpy(t, dy, n * sizeof *t);
+    be->gelu_bwd(n, xs, t, t);
+    check_same("gelu_bwd in place", t, dx, n * sizeof *t);
+    free(xs); free(ys); free(dy); free(dx); free(t);
+}
+END_TEST
+
+START_TEST(tokens_and_rows)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    static const int shapes[][3] = {{1, 1, 1}, {2, 3, 4}, {5, 192, 49}, {3, 7, 0}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        int B = shapes[i][0], D = shapes[i][1], n = shapes[i][2], T = n + 1;
+        size_t nx = (size_t)B * D * n, ny = (size_t)B * T * D;
+        float *x = fbuf(nx + 1), *cls = fbuf(D), *y = fbuf(ny), *dy = fbuf(ny), *dx = fbuf(nx + 1);
+        float *dc = fbuf(D), *acc = fbuf(D), *acc2 = fbuf(D);
+        fill(x, nx, 290 + i, -1, 1);
+        fill(cls, D, 291 + i, -1, 1);
+        fill(dy, ny, 292 + i, -1, 1);
+        fill(acc, D, 293 + i, -1, 1);
+        be->tokens_fwd(B, D, n, x, cls, y);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int d = 0; d < D; d++) {
+                    float e = t == 0 ? cls[d] : x[((size_t)b * D + d) * n + (t - 1)];
+                    ck_assert_msg(y[((size_t)b * T + t) * D + d] == e, "tokens_fwd [%d,%d,%d]", b,
+                                  t, d);
+                }
+        be->tokens_bwd(B, D, n, dy, dx, dc, 0);
+        for (int b = 0; b < B; b++)
+            for (int d = 0; d < D; d++)
+                for (int k = 0; k < n; k++)
+                    ck_assert(dx[((size_t)b * D + d) * n + k] == dy[((size_t)b * T + 1 + k) * D + d]);
+        for (int d = 0; d < D; d++) {
+            float s = dy[d];
+            double sd = dy[d];
+            for (int b = 1; b < B; b++) {
+                s = s + dy[(size_t)b * T * D + d];
+                sd += dy[(size_t)b * T * D + d];
+            }
+            ck_assert_msg(memcmp(&s, &dc[d], sizeof s) == 0, "tokens_bwd dcls[%d]", d);
+            ck_assert(fabs(dc[d] - sd) <= 1e-6 * B);
+        }
+        /* accumulate: the bits of the sum added afterwards; dx may be NULL */
+        memcpy(acc2, acc, D * sizeof *acc);
+        be->add(D, acc2, dc);
+        be->tokens_bwd(B, D, n, dy, NULL, acc, 1);
+        check_same("tokens_bwd accumulate", acc, acc2, D * sizeof *acc);
+        free(x); free(cls); free(y); free(dy); free(dx); free(dc); free(acc); free(acc2);
+    }
+    /* add_rows, sum_rows, copy_rows */
+    int R = 37, N = 300;
+    size_t n = (size_t)R * N;
+    float *x = fbuf(n), *p = fbuf(N), *y = fbuf(n), *s = fbuf(N), *a = fbuf(N), *a2 = fbuf(N);
+    fill(x, n, 300, -1, 1);
+    fill(p, N, 301, -1, 1);
+    fill(a, N, 302, -1, 1);
+    be->add_rows(R, N, x, p, y);
+    for (size_t k = 0; k < n; k++)
+        ck_assert(y[k] == x[k] + p[k % N]);
+    be->add_rows(R, N, x, p, x);   /* in place */
+    check_same("add_rows in place", x, y, n * sizeof *x);
+    be->sum_rows(R, N, y, s, 0);
+    for (int j = 0; j < N; j++) {
+        float e = y[j];
+        double ed = y[j];
+        for (int r = 1; r < R; r++) {
+            e = e + y[(size_t)r * N + j];
+            ed += y[(size_t)r * N + j];
+        }
+        ck_assert_msg(memcmp(&e, &s[j], sizeof e) == 0, "sum_rows [%d] %.9g vs %.9g", j, s[j], e);
+        ck_assert(fabs(s[j] - ed) <= 1e-5 * R);
+    }
+    memcpy(a2, a, N * sizeof *a);
+    be->add(N, a2, s);
+    be->sum_rows(R, N, y, a, 1);
+    check_same("sum_rows accumulate", a, a2, N * sizeof *a);
+    /* copy_rows: 5 rows of 7 from stride 11 to stride 9; the rest untouched */
+    float src[5 * 11], dst[5 * 9], d0[5 * 9];
+    for (int k = 0; k < 5 * 11; k++)
+        src[k] = (float)k;
+    for (int k = 0; k < 5 * 9; k++)
+        dst[k] = d0[k] = -1.0f - (float)k;
+    be->copy_rows(5, 7, src + 2, 11, dst + 1, 9);
+    for (int r = 0; r < 5; r++)
+        for (int j = 0; j < 9; j++) {
+            float e = j >= 1 && j < 8 ? src[r * 11 + 2 + (j - 1)] : d0[r * 9 + j];
+            ck_assert_msg(dst[r * 9 + j] == e, "copy_rows [%d,%d]", r, j);
+        }
+    free(x); free(p); free(y); free(s); free(a); free(a2);
+}
+END_TEST
+
+START_TEST(ln_accumulate)
+{
+    const cdp_backend *be = cpu_split(2, NULL);
+    int R = 40, D = 300;
+    size_t n = (size_t)R * D;
+    float *x = fbuf(n), *g = fbuf(D), *bt = fbuf(D), *y = fbuf(n), *save = fbuf(2 * R);
+    float *dy = fbuf(n), *dx = fbuf(n), *sg = fbuf(D), *sb = fbuf(D), *ag = fbuf(D),
+          *ab = fbuf(D), *gg = fbuf(D), *gb = fbuf(D);
+    fill(x, n, 310, -1, 1);
+    fill(g, D, 311, 0.5f, 1.5f);
+    fill(bt, D, 312, -1, 1);
+    fill(dy, n, 313, -1, 1);
+    fill(sg, D, 314, -3, 3);
+    fill(sb, D, 315, -3, 3);
+    memcpy(ag, sg, D * sizeof *ag);
+    memcpy(ab, sb, D * sizeof *ab);
+    be->ln_fwd(R, D, x, g, bt, 1e-6f, y, save);
+    be->ln_bwd(R, D, x, g, save, dy, dx, gg, gb, 0);
+    be->add(D, sg, gg);
+    be->add(D, sb, gb);
+    be->ln_bwd(R, D, x, g, save, dy, dx, ag, ab, 1);
+    check_same("ln accumulate dgamma", sg, ag, D * sizeof *sg);
+    check_same("ln accumulate dbeta", sb, ab, D * sizeof *sb);
+    free(x); free(g); free(bt); free(y); free(save); free(dy); free(dx); free(sg); free(sb);
+    free(ag); free(ab); free(gg); free(gb);
+}
+END_TEST
+
+/* every transformer kernel with 1, 2 and 3 threads, on sizes above the
+ * parallel thresholds: the same bits */
+#define NTOK_OUT 14
+START_TEST(tokens_threads)
+{
+    const int M = 50, N = 50, K = 64, batch = 24;               /* gemm */
+    const int SR = 6000, SN = 50;                               /* softmax */
+    const int LR = 1000, LD = 300;                              /* layernorm */
+    const size_t GN = 300000;                                   /* gelu */
+    const int TB = 40, TD = 192, Tn = 49;                       /* tokens */
+    const int RR = 500, RN = 600;                               /* rows */
+    size_t nA = (size_t)batch * M * K, nB = (size_t)batch * K * N, nC = (size_t)batch * M * N;
+    size_t nS = (size_t)SR * SN, nL = (size_t)LR * LD, nTx = (size_t)TB * TD * Tn;
+    size_t nTy = (size_t)TB * (Tn + 1) * TD, nR = (size_t)RR * RN;
+    float *A = fbuf(nA), *Bm = fbuf(nB), *sx = fbuf(nS), *sg = fbuf(nS), *lx = fbuf(nL);
+    float *lg = fbuf(LD), *lb = fbuf(LD), *ldy = fbuf(nL), *gx = fbuf(GN), *gdy = fbuf(GN);
+    float *tx = fbuf(nTx), *tc = fbuf(TD), *tdy = fbuf(nTy), *rx = fbuf(nR), *rp = fbuf(RN);
+    fill(A, nA, 320, -1, 1); fill(Bm, nB, 321, -1, 1); fill(sx, nS, 322, -5, 5);
+    fill(sg, nS, 323, -1, 1); fill(lx, nL, 324, -1, 2); fill(lg, LD, 325, 0.5f, 1.5f);
+    fill(lb, LD, 326, -1, 1); fill(ldy, nL, 327, -1, 1); fill(gx, GN, 328, -5, 5);
+    fill(gdy, GN, 329, -1, 1); fill(tx, nTx, 330, -1, 1); fill(tc, TD, 331, -1, 1);
+    fill(tdy, nTy, 332, -1, 1); fill(rx, nR, 333, -1, 1); fill(rp, RN, 334, -1, 1);
+    const size_t sizes[NTOK_OUT] = {nC, nC, nS, nS, nL, 2 * (size_t)LR, nL, LD, LD, GN, GN,
+                                    nTy, nTx, TD};
+    float *o[3][NTOK_OUT + 3];
+    for (int t = 0; t < 3; t++) {
+        const cdp_backend *be = cpu_split(t + 1, NULL);
+        for (int k = 0; k < NTOK_OUT; k++)
+            o[t][k] = fbuf(sizes[k]);
+        o[t][NTOK_OUT] = fbuf(nR);
+        o[t][NTOK_OUT + 1] = fbuf(RN);
+        o[t][NTOK_OUT + 2] = fbuf(nR);
+        be->gemm_batched(0, 1, M, N, K, 0.125f, A, K, (size_t)M * K, Bm, K, (size_t)N * K, 0.0f,
+                         o[t][0], N, (size_t)M * N, batch);
+        be->gemm_batched(1, 0, M, N, K, 1.0f, A, M, (size_t)M * K, Bm, N, (size_t)N * K, 0.0f,
+                         o[t][1], N, (size_t)M * N, batch);
+        memcpy(o[t][2], sx, nS * sizeof(float));
+        be->softmax_fwd(SR, SN, o[t][2]);
+        memcpy(o[t][3], sg, nS * sizeof(float));
+        be->softmax_bwd(SR, SN, 0.125f, o[t][2], o[t][3]);
+        be->ln_fwd(LR, LD, lx, lg, lb, 1e-6f, o[t][4], o[t][5]);
+        be->ln_bwd(LR, LD, lx, lg, o[t][5], ldy, o[t][6], o[t][7], o[t][8], 0);
+        be->gelu_fwd(GN, gx, o[t][9]);
+        be->gelu_bwd(GN, gx, gdy, o[t][10]);
+        be->tokens_fwd(TB, TD, Tn, tx, tc, o[t][11]);
+        be->tokens_bwd(TB, TD, Tn, tdy, o[t][12], o[t][13], 0);
+        be->add_rows(RR, RN, rx, rp, o[t][NTOK_OUT]);
+        be->sum_rows(RR, RN, rx, o[t][NTOK_OUT + 1], 0);
+        be->copy_rows(RR, RN, rx, RN, o[t][NTOK_OUT + 2], RN);
+    }
+    static const char *names[NTOK_OUT + 3] = {
+        "gemm NT", "gemm TN", "softmax_fwd", "softmax_bwd", "ln y", "ln save", "ln dx",
+        "ln dgamma", "ln dbeta", "gelu_fwd", "gelu_bwd", "tokens_fwd", "tokens_bwd dx",
+        "tokens_bwd dcls", "add_rows", "sum_rows", "copy_rows"};
+    for (int t = 1; t < 3; t++)
+        for (int k = 0; k < NTOK_OUT + 3; k++) {
+            size_t sz = k < NTOK_OUT ? sizes[k] : k == NTOK_OUT + 1 ? (size_t)RN : nR;
+            char what[64];
+            snprintf(what, sizeof what, "%s, 1 vs %d threads", names[k], t + 1);
+            check_same(what, o[0][k], o[t][k], sz * sizeof(float));
+        }
+    for (int t = 0; t < 3; t++)
+        for (int k = 0; k < NTOK_OUT + 3; k++)
+            free(o[t][k]);
+    free(A); free(Bm); free(sx); free(sg); free(lx); free(lg); free(lb); free(ldy); free(gx);
+    free(gdy); free(tx); free(tc); free(tdy); free(rx); free(rp);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *nn_kernels_suite(void)
@@ -944,6 +1554,19 @@ static Suite *nn_kernels_suite(void)
     tcase_add_test(tc, avgpool_order);
     tcase_add_test(tc, add3_alias);
     tcase_add_test(tc, pool_threads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tokens");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, gemm_batched_vs_loops);
+    tcase_add_test(tc, gemm_batched_edges);
+    tcase_add_test(tc, softmax_fd_reference);
+    tcase_add_test(tc, softmax_vs_reference);
+    tcase_add_test(tc, ln_fd_reference);
+    tcase_add_test(tc, ln_vs_reference);
+    tcase_add_test(tc, ln_accumulate);
+    tcase_add_test(tc, gelu_hand_fd_reference);
+    tcase_add_test(tc, tokens_and_rows);
+    tcase_add_test(tc, tokens_threads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,6 @@
 /* The CPU backend: host memory (64-byte aligned) and the kernels of
- * kernels_cpu.c, kernels_conv.c, kernels_norm.c and kernels_pool.c, behind the cdp_backend interface. */
+ * kernels_cpu.c, kernels_conv.c, kernels_norm.c, kernels_pool.c and kernels_tokens.c,
+ * behind the cdp_backend interface. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,18 @@ static const cdp_backend cpu_backend = {
     .avgpool_fwd = cdp_cpu_avgpool_fwd,
     .avgpool_bwd = cdp_cpu_avgpool_bwd,
     .add3 = cdp_cpu_add3,
+    .gemm_batched = cdp_cpu_gemm_batched,
+    .softmax_fwd = cdp_cpu_softmax_fwd,
+    .softmax_bwd = cdp_cpu_softmax_bwd,
+    .ln_fwd = cdp_cpu_ln_fwd,
+    .ln_bwd = cdp_cpu_ln_bwd,
+    .gelu_fwd = cdp_cpu_gelu_fwd,
+    .gelu_bwd = cdp_cpu_gelu_bwd,
+    .tokens_fwd = cdp_cpu_tokens_fwd,
+    .tokens_bwd = cdp_cpu_tokens_bwd,
+    .add_rows = cdp_cpu_add_rows,
+    .sum_rows = cdp_cpu_sum_rows,
+    .copy_rows = cdp_cpu_copy_rows,
     .describe = cpu_describe,
 };
 

@@ -4,6 +4,8 @@
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_norm.c  batchnorm (train, eval, backward, running statistics)
  * kernels_pool.c  max and global average pooling, add3
+ * kernels_tokens.c transformer kernels (batched GEMM, softmax, LayerNorm,
+ *                 GELU, patch/class tokens, row helpers)
  * backend_cpu.c   the cdp_backend struct, memory, thread set-up, describe()
  * blas_setup.c    process set-up before MPI_Init (BLAS kernel, OpenMP wait
  *                 policy) and the BLAS identification for the banner
@@ -75,6 +77,25 @@ void cdp_cpu_maxpool_bwd(int B, int C, int H, int W, int OH, int OW, const int32
 void cdp_cpu_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
 void cdp_cpu_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
 void cdp_cpu_add3(size_t n, const float *a, const float *b, float *y);
+
+/* ---- transformer kernels (kernels_tokens.c) ---- */
+void cdp_cpu_gemm_batched(int tA, int tB, int M, int N, int K, float alpha, const float *A,
+                          int lda, size_t sA, const float *Bm, int ldb, size_t sB, float beta,
+                          float *C, int ldc, size_t sC, int batch);
+void cdp_cpu_softmax_fwd(int R, int N, float *x);
+void cdp_cpu_softmax_bwd(int R, int N, float scale, const float *P, float *dp);
+void cdp_cpu_ln_fwd(int R, int D, const float *x, const float *gamma, const float *beta,
+                    float eps, float *y, float *save);
+void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const float *save,
+                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
+void cdp_cpu_gelu_fwd(size_t n, const float *x, float *y);
+void cdp_cpu_gelu_bwd(size_t n, const float *x, const float *dy, float *dx);
+void cdp_cpu_tokens_fwd(int B, int D, int n, const float *x, const float *cls, float *y);
+void cdp_cpu_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float *dcls,
+                        int accumulate);
+void cdp_cpu_add_rows(int R, int N, const float *x, const float *p, float *y);
+void cdp_cpu_sum_rows(int R, int N, const float *x, float *out, int accumulate);
+void cdp_cpu_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
 
 /* OpenMP clause of a loop over n independent elements or planes (n counts
  * the floats touched): parallel from CDP_CPU_OMP_MIN on, else serial. */
