@@ -38,8 +38,13 @@
 # anything: PLOT_ONLY=bench/raw/DATE/memory_figure.txt bench/memory_figure.sh
 #
 # environment (defaults):
-#   MODELS ["resnet50 vit-b16"]  NS ["2 4 8 16"]  LS ["4 N"]
-#   BALANCES ["flops activations"]  SHAPE [3x224x224]  B [2]  STEPS [2]
+#   MODELS ["resnet50 vit-b16@1"]: NAME or NAME@B (B samples per worker for
+#   that model; vit-b16 takes ~3.4 s per sample's forward and backward here,
+#   so B=1 keeps its runs to ~10 minutes; the ratio hardly depends on B)
+#   NS ["2 4 8 16"]  LS ["4 N"]  BALANCES ["flops activations"]: a cut that
+#   comes out the same as an earlier balance's (vit-b16 at L=2 and 4) is not
+#   run again: its row says so and repeats the figures
+#   SHAPE [3x224x224]  B [2, for models without @B]  STEPS [2]
 #   THREADS [2]  MEM_MB [70% of MemAvailable: a configuration whose dp
 #   estimate (--plan's dp activation bytes x 1.1 + 24 bytes per parameter:
 #   two parameter slots, momentum, gradient sums; measured RSS has been
@@ -56,7 +61,7 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-MODELS=${MODELS:-"resnet50 vit-b16"}
+MODELS=${MODELS:-"resnet50 vit-b16@1"}
 NS=${NS:-"2 4 8 16"}
 LS=${LS:-"4 N"}
 BALANCES=${BALANCES:-"flops activations"}
@@ -121,16 +126,17 @@ def num(r, k):
         return None
 
 # Markdown
-print("| model | N | L | cut (blocks) | dp peak act. MB | cdp-v2 peak act. MB | measured cdp-v2/dp "
+print("| model | B | N | L | cut (blocks) | dp peak act. MB | cdp-v2 peak act. MB | measured cdp-v2/dp "
       "| timeline (L+1)/(2L) | --plan stages | --plan bytes | peak RSS cdp-v2/dp |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
-    if r["status"] != "ok":
-        print(f"| {r['model']} | {r['N']} | {r['L']} | {r['balance']} | - | - | {r['status'].replace('_', ' ')} "
+    if not r["status"].startswith("ok"):
+        print(f"| {r['model']} | {r['B']} | {r['N']} | {r['L']} | {r['balance']} | - | - | {r['status'].replace('_', ' ')} "
               f"| {r['timeline']} | {r['plan_units']} | {r['plan_bytes']} | - |")
         continue
     rss = num(r, "cdp_rss") / num(r, "dp_rss")
-    print(f"| {r['model']} | {r['N']} | {r['L']} | {r['balance']} ({r['stages']}) "
+    same = " (the same cut: not rerun)" if r["status"] == "ok:same_cut" else ""
+    print(f"| {r['model']} | {r['B']} | {r['N']} | {r['L']} | {r['balance']} ({r['stages']}){same} "
           f"| {num(r, 'dp_act') / 1e6:.1f} | {num(r, 'cdp_act') / 1e6:.1f} | **{r['ratio']}** "
           f"| {r['timeline']} | {r['plan_units']} | {r['plan_bytes']} | {rss:.3f} |")
 
@@ -161,16 +167,17 @@ out.append("set xtics (" + ", ".join(f'"{n}" {n}' for n in Ns) + ")")
 out.append("set yrange [0.3:1.0]")
 out.append("set ytics 0.1")
 out.append("set grid ytics lc rgb '#dddddd'")
-out.append("set xlabel 'workers N (micro-batches per step)' offset 0,0.6")
+out.append("set xlabel 'workers N (micro-batches per step)'")
 out.append("set ylabel 'peak activation memory, cdp-v2 / dp'")
-out.append("set key below Left reverse maxcols 2 width -6 font ',9' spacing 1.1 samplen 3")
+out.append("set key below Left reverse maxcols 2 width -6 height 1.5 font ',9' spacing 1.1 samplen 3")
 shape = meta.get("shape", "")
 out.append(f"set multiplot layout 1,{len(models)} title \"Peak activation memory of cdp-v2 against dp\\n"
-           f"measured: one process, {shape}, B={meta.get('B', '')}, {meta.get('steps', '')} steps "
+           f"measured: one process, {shape} synthetic, {meta.get('steps', '')} steps "
            f"({meta.get('date', '')})\" font ',12'")
 for mi, m in enumerate(models):
     blocks = next((r["blocks"] for r in rows if r["model"] == m), "?")
-    out.append(f"set title '{m} ({blocks} blocks)'")
+    bs = "/".join(sorted({r["B"] for r in rows if r["model"] == m}))
+    out.append(f"set title '{m} ({blocks} blocks), B={bs} samples per worker'")
     plots = []
     for si, (ls, bal) in enumerate(series):
         pts = sorted((int(r["N"]), r) for r in rows
@@ -178,19 +185,27 @@ for mi, m in enumerate(models):
         if not pts:
             continue
         name = f"$d{mi}_{si}"
+        # a cut measured under another balance already is drawn once
+        ys = [(n, r["ratio"] if r["status"] == "ok" else "-",
+               r["plan_bytes"] if r["status"] != "ok:same_cut" else "-") for n, r in pts]
+        have_y = any(y != "-" for _, y, _ in ys)
+        have_p = any(p != "-" for _, _, p in ys)
+        if not (have_y or have_p):
+            continue
         out.append(f"{name} << EOD")
-        for n, r in pts:
-            out.append(f"{n} {r['ratio'] if r['status'] == 'ok' else '-'} {r['plan_bytes']}")
+        out += [f"{n} {y} {p}" for n, y, p in ys]
         out.append("EOD")
         c = colours[si % len(colours)]
         lab = ("L=4" if ls == "4" else f"L={ls}") + f", {bal} cut"
         if ls == "N":
             lab = f"L=N, {bal} cut"
         pt = 7 if bal == "flops" else 9
-        plots.append(f"{name} using 1:2 with linespoints lw 2 pt {pt} ps 1.1 lc rgb '{c}' "
-                     f"title 'measured, {lab}'")
-        plots.append(f"{name} using 1:3 with linespoints dt 2 lw 1.5 pt {pt - 1} ps 0.9 lc rgb '{c}' "
-                     f"title '--plan bytes, {lab}'")
+        if have_y:
+            plots.append(f"{name} using 1:2 with linespoints lw 2 pt {pt} ps 1.1 lc rgb '{c}' "
+                         f"title 'measured, {lab}'")
+        if have_p:
+            plots.append(f"{name} using 1:3 with linespoints dt 2 lw 1.5 pt {pt - 1} ps 0.9 lc rgb '{c}' "
+                         f"title '--plan bytes, {lab}'")
     lsp = sorted({ls for ls, _ in series}, key=lambda s: (s == "N", s))
     for ls in lsp:
         if ls == "N":
@@ -233,19 +248,18 @@ say() { echo "$@" | tee -a "$log"; }
 # key FILE NAME: a number from the metrics' summary line
 key() { tail -1 "$1" | grep -o "\"$2\": [0-9.e+-]*" | awk '{print $2}'; }
 
-cols="model N L Lspec balance blocks stages ratio timeline plan_units plan_bytes dp_act cdp_act \
+cols="model B N L Lspec balance blocks stages ratio timeline plan_units plan_bytes dp_act cdp_act \
 dp_rss cdp_rss dp_step cdp_step plan_dp_bytes status"
 {
     echo "# bench/memory_figure.sh: peak activation memory, cdp-v2 against dp (one rank)"
     echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP; commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
-    echo "# $SHAPE synthetic, B=$B, $STEPS steps, 1 rank x $THREADS threads, --eval-every 0; MEM_MB=$MEM_MB"
+    echo "# $SHAPE synthetic, MODELS=\"$MODELS\" (NAME@B), B=$B otherwise, $STEPS steps, 1 rank x $THREADS threads, --eval-every 0; MEM_MB=$MEM_MB"
     echo "# ratio = measured peak_activation_bytes cdp-v2 / dp; timeline = (L+1)/(2L);"
     echo "# plan_units = cdp_run --plan 'peak ratio' (stage units); plan_bytes = --plan's bytes for this cut"
     echo "# (cdp-v2 / dp); *_act, *_rss bytes; *_step s per step"
     echo "#meta date=$(date -u +%Y-%m-%d)"
     echo "#meta shape=$SHAPE"
-    echo "#meta B=$B"
     echo "#meta steps=$STEPS"
     echo "#cols $cols"
 } >"$res"
@@ -253,7 +267,11 @@ head -7 "$res" | tee -a "$log"
 
 row() { echo "$*" | tee -a "$res"; }
 
-for model in $MODELS; do
+declare -A done_cut   # model B N L stages -> the figures of a row already measured
+for spec in $MODELS; do
+    model=${spec%@*}
+    mb=$B
+    [ "$spec" != "$model" ] && mb=${spec#*@}
     # the model's blocks and parameters, from a plan that surely fits
     "$CDP" --model "$model" --data "synthetic:$SHAPE:n=4:test=1" --workers 2 --stages 1 --batch 1 \
         --plan >"$tmp/probe-$model.txt" 2>&1
@@ -271,18 +289,18 @@ for model in $MODELS; do
             if [ "$ls" = N ] && [[ " $LS " == *" $N "* ]]; then continue; fi
             timeline=$(awk -v L="$L" 'BEGIN {printf "%.3f", (L + 1) / (2 * L)}')
             for bal in $BALANCES; do
-                tag="$model-N$N-L$L-$bal"
+                tag="$model-B$mb-N$N-L$L-$bal"
                 if [ "$L" -gt "$blocks" ]; then
-                    row "$model $N $L $ls $bal $blocks - - $timeline - - - - - - - - - skip:_L=$L>${blocks}_blocks"
+                    row "$model $mb $N $L $ls $bal $blocks - - $timeline - - - - - - - - - skip:_L=$L>${blocks}_blocks"
                     continue
                 fi
-                data="synthetic:$SHAPE:n=$((N * B * STEPS)):test=$B"
-                common=(--model "$model" --data "$data" --workers "$N" --stages "$L" --batch "$B"
+                data="synthetic:$SHAPE:n=$((N * mb * STEPS)):test=$mb"
+                common=(--model "$model" --data "$data" --workers "$N" --stages "$L" --batch "$mb"
                         --threads "$THREADS" --balance "$bal" --lr 0.01 --momentum 0.9)
                 p=$tmp/plan-$tag.txt
                 if ! "$CDP" "${common[@]}" --rule cdp-v2 --plan >"$p" 2>&1; then
                     say "# $tag: --plan failed: $(tail -1 "$p")"
-                    row "$model $N $L $ls $bal $blocks - - $timeline - - - - - - - - - plan_failed"
+                    row "$model $mb $N $L $ls $bal $blocks - - $timeline - - - - - - - - - plan_failed"
                     continue
                 fi
                 stages=$(sed -n 's/^stages: \([0-9,]*\) blocks.*/\1/p' "$p")
@@ -292,7 +310,14 @@ for model in $MODELS; do
                 est=$(awk -v a="$pd" -v n="$nparams" 'BEGIN {printf "%d", (a * 1.1 + 24 * n) / 1048576}')
                 say "# $tag: stages $stages; --plan cdp-v2/dp: stages $units, bytes $pc / $pd = $pbytes; dp estimate $est MiB"
                 if [ "$est" -gt "$MEM_MB" ]; then
-                    row "$model $N $L $ls $bal $blocks $stages - $timeline $units $pbytes - - - - - - $pd skip:_~${est}_MiB>${MEM_MB}"
+                    row "$model $mb $N $L $ls $bal $blocks $stages - $timeline $units $pbytes - - - - - - $pd skip:_~${est}_MiB>${MEM_MB}"
+                    continue
+                fi
+                cut="$model $mb $N $L $stages"
+                if [ -n "${done_cut[$cut]:-}" ]; then
+                    read -r ratio rest <<<"${done_cut[$cut]}"
+                    say "# $tag: the same cut as an earlier balance's: not run again"
+                    row "$model $mb $N $L $ls $bal $blocks $stages $ratio $timeline $units $pbytes $rest ok:same_cut"
                     continue
                 fi
                 ok=1
@@ -309,15 +334,16 @@ for model in $MODELS; do
                         "step $(key "$m" step_time_s) s, run $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
                 done
                 if [ $ok = 0 ]; then
-                    row "$model $N $L $ls $bal $blocks $stages - $timeline $units $pbytes - - - - - - $pd run_failed"
+                    row "$model $mb $N $L $ls $bal $blocks $stages - $timeline $units $pbytes - - - - - - $pd run_failed"
                     continue
                 fi
                 d=$tmp/m-$tag-dp.json c=$tmp/m-$tag-cdp-v2.json
                 da=$(key "$d" peak_activation_bytes) ca=$(key "$c" peak_activation_bytes)
                 ratio=$(awk -v a="$ca" -v b="$da" 'BEGIN {printf "%.3f", a / b}')
-                row "$model $N $L $ls $bal $blocks $stages $ratio $timeline $units $pbytes $da $ca" \
-                    "$(key "$d" peak_rss_bytes) $(key "$c" peak_rss_bytes)" \
-                    "$(key "$d" step_time_s) $(key "$c" step_time_s) $pd ok"
+                rest="$da $ca $(key "$d" peak_rss_bytes) $(key "$c" peak_rss_bytes)"
+                rest="$rest $(key "$d" step_time_s) $(key "$c" step_time_s) $pd"
+                done_cut[$cut]="$ratio $rest"
+                row "$model $mb $N $L $ls $bal $blocks $stages $ratio $timeline $units $pbytes $rest ok"
             done
         done
     done
