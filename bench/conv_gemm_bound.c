@@ -1,5 +1,5 @@
 /* conv_gemm_bound: the SGEMM-only bound of a training step of one of
- * cdp's models (ResNets, MLPs) on this machine.
+ * cdp's models (ResNets, MLPs, ViTs) on this machine.
  *
  * The model comes from libcdp itself (cdp_model_build), so the shapes are
  * exactly those cdp_run trains.  Every Conv2d becomes its im2col GEMMs over
@@ -7,11 +7,14 @@
  *   fwd   y[Cout, B*P]  = W[Cout, K] col[K, B*P]             (NN)
  *   dW    dW[Cout, K]   = dy[Cout, B*P] col[K, B*P]^T        (NT)
  *   dcol  dcol[K, B*P]  = W^T[K, Cout] dy[Cout, B*P]         (TN)
- * and every Linear its three GEMMs (fwd x W^T, dW = dy^T x, dx = dy W).
+ * and every Linear its three GEMMs (fwd x W^T, dW = dy^T x, dx = dy W; per
+ * token in a ViT: B*T rows); multi-head attention its two projections and,
+ * per sample and head, its six T x T x d products (S = Q K^T, O = P V,
+ * dP, dV, dQ, dK), each timed alone.
  * No input gradient for a layer that reads the model's input.  Identical
  * shapes are timed once and counted as often as they occur.  Nothing else
  * of the step is counted (im2col/col2im, BatchNorm, ReLU, adds, pooling,
- * the optimizer), so the sum is a lower bound on the step time of any
+ * LayerNorm, GELU, softmax, the optimizer), so the sum is a lower bound on the step time of any
  * im2col implementation on these cores, and B / sum an upper bound on
  * samples/s.
  *
@@ -100,6 +103,18 @@ static void add(const char *what, int ta, int tb, int M, int N, int K, int dim)
     gemm *g = &gs[ngs++];
     snprintf(g->what, sizeof g->what, "%s", what);
     g->ta = ta, g->tb = tb, g->M = M, g->N = N, g->K = K, g->dim = dim, g->count = 1;
+}
+
+/* a Linear over `rows` rows: forward, dW, and dx when needed */
+static void linear_gemms(const char *w, int rows, int in, int out, int need_dx, double *flops)
+{
+    add(w, 0, 1, rows, out, in, DIM_M);    /* fwd y = x W^T */
+    add(w, 1, 0, out, in, rows, DIM_K);    /* dW = dy^T x */
+    *flops += 4.0 * rows * in * out;
+    if (need_dx) {
+        add(w, 0, 0, rows, in, out, DIM_M);    /* dx = dy W */
+        *flops += 2.0 * rows * in * out;
+    }
 }
 
 static int split = 0, threads = 1;
@@ -258,15 +273,31 @@ int main(int argc, char **argv)
                 gemm_flops += 2.0 * Cout * Pn * K;
             }
         } else if (ly->kind == CDP_LAYER_LINEAR) {
-            int in = (int)cdp_shape_n(ly->xs), out = (int)cdp_shape_n(ly->ys);
+            /* per token (ViT): rows B*T, features the last dim */
+            int rows = ly->tokens ? B * ly->xs.c * ly->xs.h : B;
+            int in = ly->tokens ? ly->xs.w : (int)cdp_shape_n(ly->xs);
+            int out = ly->tokens ? ly->ys.w : (int)cdp_shape_n(ly->ys);
             snprintf(w, sizeof w, "linear %d->%d", in, out);
-            add(w, 0, 1, B, out, in, DIM_M);    /* fwd y = x W^T */
-            add(w, 1, 0, out, in, B, DIM_K);    /* dW = dy^T x */
-            gemm_flops += 4.0 * B * in * out;
-            if (need_dx) {
-                add(w, 0, 0, B, in, out, DIM_M);    /* dx = dy W */
-                gemm_flops += 2.0 * B * in * out;
+            linear_gemms(w, rows, in, out, need_dx, &gemm_flops);
+        } else if (ly->kind == CDP_LAYER_ATTENTION) {
+            /* the QKV and out projections, then per sample and head
+             * S = Q K^T, O = P V (forward), dP = dO V^T, dV = P^T dO,
+             * dQ = dS K, dK = dS^T Q (backward) */
+            int T = ly->xs.c * ly->xs.h, D = ly->xs.w, d = D / ly->heads;
+            snprintf(w, sizeof w, "attention in_proj %d->%d", D, 3 * D);
+            linear_gemms(w, B * T, D, 3 * D, need_dx, &gemm_flops);
+            snprintf(w, sizeof w, "attention out_proj %d->%d", D, D);
+            linear_gemms(w, B * T, D, D, 1, &gemm_flops);
+            snprintf(w, sizeof w, "attention T %d, d %d", T, d);
+            for (int e = 0; e < B * ly->heads; e++) {
+                add(w, 0, 1, T, T, d, DIM_M);
+                add(w, 0, 0, T, d, T, DIM_M);
+                add(w, 0, 1, T, T, d, DIM_M);
+                add(w, 1, 0, T, d, T, DIM_M);
+                add(w, 0, 0, T, d, T, DIM_M);
+                add(w, 1, 0, T, d, T, DIM_M);
             }
+            gemm_flops += 12.0 * B * ly->heads * (double)T * T * d;
         }
     }
     double model_flops = 0;

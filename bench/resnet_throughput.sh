@@ -62,6 +62,7 @@
 #   NO_BOUND=1   skip the SGEMM bound
 #   BOUND_ROUNDS, BOUND_MIN_MS  rounds per shape and minimum ms per round [3, 20]
 #   PY           python with torch and torchvision [/usr/bin/python3]
+#   CORETYPE     OPENBLAS_CORETYPE for every run   [SkylakeX]
 #   OUT          keep raw results here           [a temporary directory, removed]
 # e.g. smoke test: CASES="resnet20:16" REPS=1 STEPS=2 WARMUP=1 bench/resnet_throughput.sh
 
@@ -80,6 +81,9 @@ TORCH_CONFIGS=${TORCH_CONFIGS:-"b:t1:b1:on b:t2:b1:on acc2:t2:b1:on b:t1:b1:off 
 BOUND_ROUNDS=${BOUND_ROUNDS:-3}
 BOUND_MIN_MS=${BOUND_MIN_MS:-20}
 MPIRUN=${MPIRUN:-mpirun}
+# one OpenBLAS kernel for cdp, PyTorch and the bound alike (an OPENBLAS_CORETYPE
+# already in the environment would otherwise reach cdp only)
+CORETYPE=${CORETYPE:-SkylakeX}
 HYPER="--lr 0.05 --momentum 0.9 --weight-decay 5e-4"
 "$PY" -c 'import torch, torchvision' 2>/dev/null ||
     { echo "resnet_throughput.sh: $PY cannot import torch and torchvision" >&2; exit 2; }
@@ -104,7 +108,7 @@ run_cdp() {
     [ "$ranks" -gt 1 ] && launch="$MPIRUN --oversubscribe --bind-to none -np $ranks"
     rm -f "$m" "$tr"
     # shellcheck disable=SC2086
-    if ! timeout 1200 $launch "$CDP" --model "$model" --data "synthetic:$SHAPE:n=$((B * 4)):test=$b" \
+    if ! env OPENBLAS_CORETYPE="$CORETYPE" timeout 1200 $launch "$CDP" --model "$model" --data "synthetic:$SHAPE:n=$((B * 4)):test=$b" \
             --rule "$rule" --workers "$n" --batch "$b" --threads "$thr" --steps "$k" \
             --eval-every 0 --quiet $HYPER --lr-decay-epochs 0 ${CDP_STAGES:+--stages $CDP_STAGES} \
             --metrics "$m" --trace "$tr" >"$tmp/cdp.log" 2>&1; then
@@ -122,7 +126,7 @@ run_cdp() {
 # run_torch REP MODEL B PREFIX CONFIGS [ENV...]
 run_torch() {
     local rep=$1 model=$2 B=$3 prefix=$4 cfgs=$5; shift 5
-    env OPENBLAS_CORETYPE=SkylakeX "$@" timeout 1800 "$PY" "$here/torch_resnet.py" --model "$model" \
+    env OPENBLAS_CORETYPE="$CORETYPE" "$@" timeout 1800 "$PY" "$here/torch_resnet.py" --model "$model" \
         --shape "$SHAPE" --batch "$B" --configs "$cfgs" --steps "$(steps_of "$model")" \
         --warmup "$WARMUP" --reps 1 >"$tmp/torch.log" 2>&1 ||
         { echo "torch_resnet.py failed ($model $prefix):"; tail -5 "$tmp/torch.log"; return; }
@@ -144,7 +148,7 @@ run_bound() {
             2xt1) args="$((B / 2)) 1" ;;
         esac
         # shellcheck disable=SC2086
-        OPENBLAS_CORETYPE=SkylakeX timeout 900 "$bound_bin" "$model" "$SHAPE" $args \
+        OPENBLAS_CORETYPE="$CORETYPE" timeout 900 "$bound_bin" "$model" "$SHAPE" $args \
             --rounds "$BOUND_ROUNDS" --min-ms "$BOUND_MIN_MS" >"$tmp/bound.log" 2>&1 ||
             { echo "conv_gemm_bound failed ($model $how):"; tail -3 "$tmp/bound.log"; continue; }
         [ "$rep" = 1 ] && [ "$how" = t1 ] && sed 's/^/    /' "$tmp/bound.log"
