@@ -1,5 +1,6 @@
 # A diverging run (non-finite loss) stops within 64 steps with one error line
-# that says what to lower, exit status 3, and leaves the checkpoint alone.
+# that says what to lower, exit status 3, and leaves the checkpoint alone; a
+# run that collapses to chance with a finite loss gets one warning.
 . "$(dirname "$0")/lib.sh"
 diverge() {  # np expected-substring args...
     local np=$1 want=$2
@@ -46,5 +47,38 @@ for np in 1 2; do
     else
         fail "np=$np: a normal run exits $?"
     fi
+done
+
+# A run that collapses to chance with a finite loss (cdp-v1/cdp-v2 on easy
+# synthetic data at lr 0.03 and momentum 0.9, where dp reaches 100%) gets one
+# warning naming the rule's delay and what to lower; dp, and cdp-v1 at lr
+# 0.01, which train fine, get none.
+collapse() {  # np want args...
+    local np=$1 want=$2 out rc
+    shift 2
+    out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" --model mlp:784-64-32-10 \
+          --data synthetic --epochs 3 "$@" 2>&1 >/dev/null)
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        fail "collapse np=$np $*: exit $rc: $out"
+    elif [ -z "$want" ]; then
+        if printf '%s\n' "$out" | grep -q "warning"; then
+            fail "collapse np=$np $*: a warning for a run that trains: $out"
+        else
+            pass "collapse np=$np $*: no warning"
+        fi
+    elif [ "$(printf '%s\n' "$out" | grep -c '^cdp_run: warning: epoch [0-9]*: the .* is at chance level')" -ne 1 ]; then
+        fail "collapse np=$np $*: not one collapse warning: $out"
+    elif ! printf '%s\n' "$out" | grep -q -- "$want"; then
+        fail "collapse np=$np $*: warning does not mention '$want': $out"
+    else
+        pass "collapse np=$np $*: $out"
+    fi
+}
+for np in 1 2; do
+    collapse $np "cdp-v1 less stable than dp.*lower --lr (now 0.03) or --momentum (now 0.9)" --rule cdp-v1
+    collapse $np "cdp-v2 less stable than dp" --rule cdp-v2
+    collapse $np "" --rule dp
+    collapse $np "" --rule cdp-v1 --lr 0.01
 done
 finish

@@ -202,6 +202,7 @@ typedef struct run {
     int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
     double last_progress;         /* wall time of the last progress line */
     int progress_shown;           /* a terminal line to clear */
+    int collapse_warned;          /* warn_collapse said it once */
     char err[1024];
 } run;
 
@@ -455,6 +456,43 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
             ckpt);
 }
 
+/* Rank 0, from the second epoch on: a run whose training or test figures
+ * are at chance level (a finite loss no better than guessing, accuracy no
+ * better than 1.5 times chance) has collapsed.  Its numbers stay finite, so
+ * nothing else would say so; under cdp-v1/cdp-v2 the one-step gradient
+ * delay is the usual cause (the serial reference collapses alike).  Once
+ * per run, a warning: the run goes on. */
+static int at_chance(double loss, double acc, double C)
+{
+    return loss >= 0.9 * log(C) && acc >= 0 && acc <= 1.5 / C;
+}
+
+static void warn_collapse(run *r, const cdp_epoch_line *ln)
+{
+    const cdp_options *o = &r->o;
+    const double C = r->model.classes, chance_loss = log(C);
+    const int train = at_chance(ln->train_loss, ln->train_accuracy, C);
+    /* the first epoch may be anything (a warm-up, a slow start) */
+    if (r->collapse_warned || ln->epoch < 2 ||
+        !(train || at_chance(ln->test_loss, ln->test_accuracy, C)))
+        return;
+    r->collapse_warned = 1;
+    const double loss = train ? ln->train_loss : ln->test_loss;
+    const double acc = train ? ln->train_accuracy : ln->test_accuracy;
+    char lower[160];
+    if (o->optimizer == CDP_OPTIM_ADAMW || o->momentum == 0)
+        snprintf(lower, sizeof lower, "lower --lr (now %g)", o->lr);
+    else
+        snprintf(lower, sizeof lower, "lower --lr (now %g) or --momentum (now %g)", o->lr,
+                 o->momentum);
+    fprintf(stderr, "cdp_run: warning: epoch %d: the %s is at chance level (loss %.4f, "
+            "ln %g = %.4f; accuracy %.2f%%): the run has collapsed%s%s%s; %s\n", ln->epoch,
+            train ? "training" : "test set", loss, C, chance_loss, 100.0 * acc,
+            o->rule == CDP_RULE_DP ? "" : " (the one-step gradient delay makes ",
+            o->rule == CDP_RULE_DP ? "" : cdp_rule_name(o->rule),
+            o->rule == CDP_RULE_DP ? "" : " less stable than dp at the same settings)", lower);
+}
+
 /* Runs steps k..k_end-1 in segments; returns the signal that stopped them
  * (0: none), with the epoch's training statistics and time.  *bad: the
  * training loss of the segment ending at r->k was not finite (then it
@@ -577,6 +615,7 @@ static int phase_train(run *r)
                 r->progress_shown = 0;
             }
             if (!o->quiet) cdp_report_epoch_text(stdout, &line, r->nepochs);
+            warn_collapse(r, &line);
             if (r->metrics) cdp_report_epoch_json(r->metrics, &line);
         }
         FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
