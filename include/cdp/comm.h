@@ -17,9 +17,26 @@
 
 enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS, CDP_TAG_STATS };
 
+/* Exit status of a job the watchdog stopped (--timeout): MPI_Abort's code. */
+#define CDP_EXIT_STALLED 4
+/* Seconds a rank the watchdog asks gets to answer. */
+#define CDP_WATCHDOG_GRACE_S 2
+
 /* Bytes one rank is counted for in a collective of n bytes over P ranks. */
 double cdp_comm_allreduce_bytes(int P, double n);
 double cdp_comm_bcast_bytes(int P, double n);   /* also MPI_Reduce */
+
+/* What a rank is waiting for, in the schedule's terms, for the watchdog's
+ * message: set by the waiter before cdp_comm_wait. */
+typedef struct cdp_comm_what {
+    const char *op;     /* the instruction (RECV_GRAD, SEND_ACT, ALLREDUCE, ...) or phase */
+    int peer;           /* the rank waited on; -1: a collective (every rank) */
+    int stage, worker;  /* -1: none */
+    int64_t step;       /* 0-based; -1: none */
+    int tick;           /* in the segment; -1: none */
+} cdp_comm_what;
+
+struct cdp_watchdog;
 
 typedef struct cdp_comm {
     MPI_Comm comm;
@@ -32,6 +49,10 @@ typedef struct cdp_comm {
     int64_t *tick_bytes;            /* bytes posted per tick of the current segment (or NULL) */
     int ntick_bytes;
     int cur_tick;
+    /* the watchdog (--timeout): 0 seconds and wd NULL when off */
+    int timeout;
+    cdp_comm_what what;
+    struct cdp_watchdog *wd;
 } cdp_comm;
 
 int cdp_comm_init(cdp_comm *c, MPI_Comm comm);
@@ -43,8 +64,28 @@ void cdp_comm_irecv(cdp_comm *c, void *buf, size_t n, int peer, int tag, MPI_Req
 
 /* Waits for a request.  With more ranks than cores on the node a rank that
  * spins in MPI_Wait steals the core of the rank it waits for, so then it
- * polls and sleeps instead.  The collectives below wait the same way. */
+ * polls and sleeps instead.  The collectives below wait the same way.
+ *
+ * With the watchdog on (cdp_comm_set_timeout), it polls with a deadline: a
+ * wait that sees no completion for `timeout` seconds asks the rank it waits
+ * on (c->what.peer; every other rank for a collective) whether it is alive,
+ * answering such questions itself meanwhile.  A rank that does not answer
+ * within CDP_WATCHDOG_GRACE_S is named, on stderr, as the one that stalled,
+ * and the job ends with MPI_Abort(CDP_EXIT_STALLED).  A rank that answers
+ * waits itself: the wait gets `timeout` seconds more, after which the job
+ * ends anyway (ranks that wait on each other: a deadlock). */
 void cdp_comm_wait(cdp_comm *c, MPI_Request *r);
+
+/* Turns the watchdog on (seconds > 0); collective over c->comm, and every
+ * rank must pass the same value.  cdp_comm_finalize turns it off again
+ * (collective too), before MPI_Finalize. */
+void cdp_comm_set_timeout(cdp_comm *c, int seconds);
+void cdp_comm_finalize(cdp_comm *c);
+
+/* MPI_Allreduce of small control values (not counted), waited for under
+ * the watchdog as `phase` of step `step` (0-based, -1: none). */
+void cdp_comm_allreduce_watched(cdp_comm *c, const void *in, void *out, int n, MPI_Datatype type,
+                                MPI_Op op, const char *phase, int64_t step);
 
 /* Collectives of the dp baselines (counted). */
 void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n);

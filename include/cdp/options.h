@@ -52,6 +52,7 @@ typedef struct cdp_options {
     int verify;              /* also run the serial reference and compare */
     int eval_every;          /* evaluate the test set every this many epochs (0: only at the end) */
     int quiet;
+    int timeout;             /* watchdog: seconds a wait on another rank may see no progress (0: off) */
     int help, version;
 } cdp_options;
 

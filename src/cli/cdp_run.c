@@ -57,10 +57,10 @@ static void catch_stop_signals(void)
 /* The signal any rank received (SIGTERM before SIGINT), 0 for none, and in
  * *bad the worst training loss any rank saw (0 finite, 1 infinite, 2 NaN):
  * collective, so that every rank stops at the same boundary. */
-static int agreed_stop(double loss_sum, int *bad)
+static int agreed_stop(double loss_sum, int *bad, int64_t k)
 {
     int mine[2] = { got_signal, isnan(loss_sum) ? 2 : isinf(loss_sum) ? 1 : 0 }, any[2];
-    MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, comm.comm);
+    cdp_comm_allreduce_watched(&comm, mine, any, 2, MPI_INT, MPI_MAX, "the end-of-segment check", k);
     *bad = any[1];
     return any[0];
 }
@@ -544,7 +544,8 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         double t0 = wall();
         cdp_exec_run(r->x, &r->sched, r->k);
         double dt = wall() - t0, dtmax;
-        MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm.comm);
+        cdp_comm_allreduce_watched(&comm, &dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX,
+                                   "the end of the segment", k1 - 1);
         cdp_figures_add_segment(&r->fig, &comm, r->x, K, dtmax);
         *ep_time += dtmax;
         *ep_steps += K;
@@ -555,7 +556,7 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         cdp_exec_take_train_stats(r->x, &st[0], &st[1], &ns);
         st[2] = (double)ns;
         for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
-        int stop = agreed_stop(st[0], bad);
+        int stop = agreed_stop(st[0], bad, k1 - 1);
         if (stop || *bad)
             return stop;
         progress(r, k_end, ep_stats, *ep_time, *ep_steps);
@@ -569,6 +570,7 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
 static int phase_train(run *r)
 {
     r->last_progress = wall();   /* plain progress lines: the first after 30 s */
+    cdp_comm_set_timeout(&comm, r->o.timeout);   /* the watchdog, over the training segments */
     const cdp_options *o = &r->o;
     int eval_failed = 0, eval_bad = 0, bad, diverged;
     int64_t bad_k0;
@@ -752,6 +754,7 @@ int main(int argc, char **argv)
     if (!rc) rc = phase_train(&r);
     if (!rc) rc = phase_results(&r);
     release(&r);
+    cdp_comm_finalize(&comm);
     MPI_Finalize();
     return rc == RUN_DONE ? 0 : rc;
 }

@@ -21,6 +21,9 @@ int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
     c->tick_bytes = NULL;
     c->ntick_bytes = 0;
     c->cur_tick = 0;
+    c->timeout = 0;
+    c->what = (cdp_comm_what){ "?", -1, -1, -1, -1, -1 };
+    c->wd = NULL;
     return 0;
 }
 
@@ -34,8 +37,211 @@ double cdp_comm_bcast_bytes(int P, double n)
     return (double)(P - 1) / P * n;
 }
 
+/* ------------------------------------------------------------ watchdog
+ *
+ * On a communicator of its own: every rank keeps a receive posted for
+ * questions (WD_ASK: "are you alive?", with the asker's question number)
+ * and one for answers (WD_ANSWER: the number, and the rank the answering
+ * rank waits on).  Questions are answered only from inside a wait, which is
+ * where a live rank whose peer stalled spends its time. */
+
+enum { WD_ASK = 1, WD_ANSWER = 2 };
+
+struct cdp_watchdog {
+    MPI_Comm comm;
+    MPI_Request ask_req, answer_req;   /* the posted receives */
+    int ask_in[2], answer_in[2];
+    MPI_Request *out;                  /* [P]: the last message sent to each rank */
+    int (*out_buf)[2];
+    unsigned char *asked, *answered;   /* [P]: in the current question */
+    int *their_peer;                   /* [P]: whom an answering rank waits on */
+    int seq;                           /* the current question's number */
+};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One small message to rank `to`; dropped when the previous one to `to` is
+ * still in flight (a stalled receiver: it would not read it anyway). */
+static void wd_send(struct cdp_watchdog *w, int to, int tag, int a, int b)
+{
+    int done = 1;
+    if (w->out[to] != MPI_REQUEST_NULL)
+        MPI_Test(&w->out[to], &done, MPI_STATUS_IGNORE);
+    if (!done)
+        return;
+    w->out_buf[to][0] = a;
+    w->out_buf[to][1] = b;
+    MPI_Isend(w->out_buf[to], 2, MPI_INT, to, tag, w->comm, &w->out[to]);
+}
+
+/* Answers the questions that came in, and reads the answers to ours. */
+static void wd_serve(cdp_comm *c)
+{
+    struct cdp_watchdog *w = c->wd;
+    MPI_Status st;
+    for (int done = 1; done;) {
+        MPI_Test(&w->ask_req, &done, &st);
+        if (!done) break;
+        wd_send(w, st.MPI_SOURCE, WD_ANSWER, w->ask_in[0], c->what.peer);
+        MPI_Irecv(w->ask_in, 2, MPI_INT, MPI_ANY_SOURCE, WD_ASK, w->comm, &w->ask_req);
+    }
+    for (int done = 1; done;) {
+        MPI_Test(&w->answer_req, &done, &st);
+        if (!done) break;
+        if (w->answer_in[0] == w->seq) {
+            w->answered[st.MPI_SOURCE] = 1;
+            w->their_peer[st.MPI_SOURCE] = w->answer_in[1];
+        }
+        MPI_Irecv(w->answer_in, 2, MPI_INT, MPI_ANY_SOURCE, WD_ANSWER, w->comm, &w->answer_req);
+    }
+}
+
+/* Asks the rank waited on (every other rank for a collective). */
+static void wd_ask(cdp_comm *c)
+{
+    struct cdp_watchdog *w = c->wd;
+    w->seq++;
+    for (int q = 0; q < c->size; q++) {
+        w->asked[q] = q != c->rank && (c->what.peer < 0 || q == c->what.peer);
+        w->answered[q] = 0;
+        if (w->asked[q])
+            wd_send(w, q, WD_ASK, w->seq, 0);
+    }
+}
+
+/* The first rank asked that has not answered, -1: all answered. */
+static int wd_silent(const cdp_comm *c)
+{
+    for (int q = 0; q < c->size; q++)
+        if (c->wd->asked[q] && !c->wd->answered[q])
+            return q;
+    return -1;
+}
+
+/* "RECV_GRAD of stage 1, step 58, tick 12" */
+static void describe(const cdp_comm_what *w, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s", w->op ? w->op : "?");
+    if (w->stage >= 0 && n < (int)len) n += snprintf(buf + n, len - n, " of stage %d", w->stage);
+    if (w->worker >= 0 && n < (int)len) n += snprintf(buf + n, len - n, " worker %d", w->worker);
+    if (w->step >= 0 && n < (int)len)
+        n += snprintf(buf + n, len - n, ", step %lld", (long long)w->step + 1);
+    if (w->tick >= 0 && n < (int)len) snprintf(buf + n, len - n, ", tick %d", w->tick);
+}
+
+/* One line naming the rank that stalled, then MPI_Abort. */
+static void wd_stop(cdp_comm *c, int silent, double waited)
+{
+    char what[160], on[64], why[200];
+    describe(&c->what, what, sizeof what);
+    if (c->what.peer >= 0)
+        snprintf(on, sizeof on, "waiting on rank %d", c->what.peer);
+    else
+        snprintf(on, sizeof on, "in a collective with every rank");
+    if (silent >= 0) {
+        snprintf(why, sizeof why, "rank %d does not answer (stopped, stalled or lost)", silent);
+    } else {   /* all alive, and waiting: on whom */
+        int q = c->what.peer >= 0 ? c->what.peer : (c->rank + 1) % c->size;
+        if (c->wd->their_peer[q] >= 0)
+            snprintf(why, sizeof why, "rank %d is alive and waits itself, on rank %d (a deadlock?)",
+                     q, c->wd->their_peer[q]);
+        else
+            snprintf(why, sizeof why, "rank %d is alive and waits itself, in a collective "
+                     "(a deadlock?)", q);
+    }
+    fprintf(stderr, "cdp_run: rank %d: no progress for %.0f s %s (%s); %s; stopping the job "
+            "(--timeout %d)\n", c->rank, waited, on, what, why, c->timeout);
+    fflush(stderr);
+    MPI_Abort(c->comm, CDP_EXIT_STALLED);
+}
+
+void cdp_comm_set_timeout(cdp_comm *c, int seconds)
+{
+    if (seconds <= 0 || c->wd)
+        return;
+    struct cdp_watchdog *w = calloc(1, sizeof *w);
+    if (!w) abort();
+    const size_t P = (size_t)c->size;
+    w->out = malloc(P * sizeof *w->out);
+    w->out_buf = malloc(P * sizeof *w->out_buf);
+    w->asked = calloc(P, 1);
+    w->answered = calloc(P, 1);
+    w->their_peer = malloc(P * sizeof *w->their_peer);
+    if (!w->out || !w->out_buf || !w->asked || !w->answered || !w->their_peer) abort();
+    for (size_t q = 0; q < P; q++)
+        w->out[q] = MPI_REQUEST_NULL;
+    MPI_Comm_dup(c->comm, &w->comm);
+    MPI_Irecv(w->ask_in, 2, MPI_INT, MPI_ANY_SOURCE, WD_ASK, w->comm, &w->ask_req);
+    MPI_Irecv(w->answer_in, 2, MPI_INT, MPI_ANY_SOURCE, WD_ANSWER, w->comm, &w->answer_req);
+    c->wd = w;
+    c->timeout = seconds;
+}
+
+void cdp_comm_finalize(cdp_comm *c)
+{
+    struct cdp_watchdog *w = c->wd;
+    if (!w)
+        return;
+    MPI_Barrier(w->comm);   /* no rank asks any more */
+    MPI_Cancel(&w->ask_req);
+    MPI_Wait(&w->ask_req, MPI_STATUS_IGNORE);
+    MPI_Cancel(&w->answer_req);
+    MPI_Wait(&w->answer_req, MPI_STATUS_IGNORE);
+    for (int q = 0; q < c->size; q++)
+        if (w->out[q] != MPI_REQUEST_NULL)
+            MPI_Request_free(&w->out[q]);
+    MPI_Comm_free(&w->comm);
+    free(w->out); free(w->out_buf); free(w->asked); free(w->answered); free(w->their_peer);
+    free(w);
+    c->wd = NULL;
+    c->timeout = 0;
+}
+
+/* The wait under the watchdog: no completion for `timeout` s, then ask;
+ * silence for CDP_WATCHDOG_GRACE_S, or `timeout` s more with every rank
+ * asked alive, then stop. */
+static void wait_watched(cdp_comm *c, MPI_Request *r)
+{
+    const double t0 = now_s();
+    double deadline = t0 + c->timeout;
+    int asked = 0;
+    for (int spins = 0;; spins++) {
+        int done = 0;
+        MPI_Test(r, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        wd_serve(c);
+        if (c->oversubscribed && spins >= 64) {
+            struct timespec ts = { 0, 20000 };
+            nanosleep(&ts, NULL);
+        }
+        const double t = now_s();
+        if (asked == 1 && wd_silent(c) < 0) {   /* alive: give it the time once more */
+            asked = 2;
+            deadline = t + c->timeout;
+        }
+        if (t < deadline)
+            continue;
+        if (!asked) {
+            wd_ask(c);
+            asked = 1;
+            deadline = t + CDP_WATCHDOG_GRACE_S;
+        } else {
+            wd_stop(c, wd_silent(c), asked == 1 ? (double)c->timeout : t - t0);
+        }
+    }
+}
+
 void cdp_comm_wait(cdp_comm *c, MPI_Request *r)
 {
+    if (c->wd) {
+        wait_watched(c, r);
+        return;
+    }
     if (!c->oversubscribed) {
         MPI_Wait(r, MPI_STATUS_IGNORE);
         return;
@@ -49,6 +255,15 @@ void cdp_comm_wait(cdp_comm *c, MPI_Request *r)
             nanosleep(&ts, NULL);
         }
     }
+}
+
+void cdp_comm_allreduce_watched(cdp_comm *c, const void *in, void *out, int n, MPI_Datatype type,
+                                MPI_Op op, const char *phase, int64_t step)
+{
+    MPI_Request r;
+    MPI_Iallreduce(in, out, n, type, op, c->comm, &r);
+    c->what = (cdp_comm_what){ phase, -1, -1, -1, step, -1 };
+    cdp_comm_wait(c, &r);
 }
 
 int cdp_comm_tag(int kind, int stage)

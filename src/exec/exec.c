@@ -619,6 +619,8 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
             cdp_req_progress(x);
         }
         double t0 = x->cfg.trace ? now_s(x) : 0.0;
+        x->cur = (cdp_comm_what){ cdp_opcode_name(in->op), in->peer, in->stage, in->worker,
+                                  k0 + in->step, in->tick };
         execute(x, in, k0);
         if (x->cfg.trace)
             record(x, in, k0, t0);

@@ -15,6 +15,7 @@ typedef struct pending {
     void *staging;      /* host copy when the backend's memory is not MPI-addressable */
     int is_recv;
     int due;            /* sends: tick at which the receiver has posted (-1: none) */
+    cdp_comm_what what; /* the instruction that posted it (the watchdog's message) */
 } pending;
 
 typedef struct deferred {
@@ -76,6 +77,8 @@ struct cdp_exec {
 
     int64_t *tick_act, *tick_bytes;
     int ntick;
+
+    cdp_comm_what cur;          /* the instruction being executed */
 
     cdp_trace_event *ev;
     size_t nev, capev;

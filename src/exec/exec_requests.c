@@ -32,9 +32,10 @@ static void staging_put(cdp_exec *x, void *p, size_t bytes)
     x->staging[x->nstaging++] = (cdp_actmem_block){ bytes, p };
 }
 
-static void wait_req(cdp_exec *x, MPI_Request *r)
+static void wait_req(cdp_exec *x, pending *p)
 {
-    cdp_comm_wait(x->comm, r);
+    x->comm->what = p->what;
+    cdp_comm_wait(x->comm, &p->req);
 }
 
 static void finish(cdp_exec *x, size_t k)
@@ -83,7 +84,7 @@ void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes)
     for (size_t k = 0; k < x->npend;) {
         pending *p = &x->pend[k];
         if (p->buf < b + bytes && b < p->buf + p->bytes) {
-            wait_req(x, &p->req);
+            wait_req(x, p);
             finish(x, k);
         } else {
             k++;
@@ -112,7 +113,7 @@ void cdp_req_wait_due(cdp_exec *x, int tick)
     for (size_t k = 0; k < x->npend;) {
         pending *p = &x->pend[k];
         if (!p->is_recv && p->due >= 0 && p->due < tick) {
-            wait_req(x, &p->req);
+            wait_req(x, p);
             finish(x, k);
         } else {
             k++;
@@ -123,7 +124,7 @@ void cdp_req_wait_due(cdp_exec *x, int tick)
 void cdp_req_wait_all(cdp_exec *x)
 {
     while (x->npend) {
-        wait_req(x, &x->pend[x->npend - 1].req);
+        wait_req(x, &x->pend[x->npend - 1]);
         finish(x, x->npend - 1);
     }
     cdp_req_progress(x);
@@ -148,7 +149,7 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
 {
     CDP_GROW(x->pend, x->npend, x->cappend, 16);
     pending *p = &x->pend[x->npend++];
-    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1 };
+    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1, x->cur };
     if (!x->mpi_direct)
         p->staging = staging_get(x, bytes);
     return p;
@@ -179,6 +180,8 @@ void cdp_req_collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int r
 {
     float *h = buf;
     const size_t bytes = n * sizeof(float);
+    x->comm->what = x->cur;
+    x->comm->what.peer = -1;   /* every rank (a REDUCE's or BCAST's peer is its root) */
     if (!x->mpi_direct) {
         h = staging_get(x, bytes);
         if (kind != COLL_BCAST || x->comm->rank == root)

@@ -38,6 +38,7 @@ void cdp_options_defaults(cdp_options *o)
     snprintf(o->backend, sizeof o->backend, "cpu");
     o->plan_steps = 2;
     o->eval_every = 1;
+    o->timeout = 600;
 }
 
 void cdp_options_help(FILE *f)
@@ -117,11 +118,21 @@ void cdp_options_help(FILE *f)
 "  --eval-every E         test-set evaluation every E epochs and at the end;\n"
 "                         0: never                               [1]\n"
 "  --quiet                only errors and the final summary\n"
+"  --timeout S            watchdog, per wait: a rank whose wait in training for one\n"
+"                         message or collective lasts S seconds asks the rank(s) it\n"
+"                         waits on if they are alive; no answer within 2 s stops\n"
+"                         the job with a line naming the rank and the instruction\n"
+"                         waited on (see Exit status); 0: off      [600]\n"
 "  --help, --version\n"
 "Exit status:\n"
 "  0 done; 1 an error (one line \"cdp_run: error: ...\" names it); 3 the run\n"
 "  diverged: a training loss (checked every 64 steps at most) or a test loss not\n"
 "  finite; one error line says what to lower, and no checkpoint is written then;\n"
+"  4 the watchdog stopped the job (--timeout): a rank waited S seconds on a rank\n"
+"  that did not answer; one line \"cdp_run: rank R: no progress for S s waiting on\n"
+"  rank Q (INSTRUCTION of stage l, step k, tick t); rank Q does not answer ...\"\n"
+"  names both, and mpirun ends every rank (a rank killed by a signal is seen by\n"
+"  mpirun itself: it names the rank and exits 128 + the signal, 137 for SIGKILL);\n"
 "  143 stopped by SIGTERM, 130 by SIGINT: every rank stops at the next segment\n"
 "  boundary (every 64 steps at most), writes the checkpoint when\n"
 "  --checkpoint is given, and rank 0 prints one line \"cdp_run: SIGTERM: stopped at\n"
@@ -353,7 +364,7 @@ enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_RESUME, O_BACKEND,
-    O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_AUGMENT, O_NORMALIZE,
+    O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_TIMEOUT, O_AUGMENT, O_NORMALIZE,
     O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
 
@@ -407,6 +418,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "verify", no_argument, 0, O_VERIFY },
         { "eval-every", required_argument, 0, O_EVAL_EVERY },
         { "quiet", no_argument, 0, O_QUIET },
+        { "timeout", required_argument, 0, O_TIMEOUT },
         { "augment", required_argument, 0, O_AUGMENT },
         { "normalize", required_argument, 0, O_NORMALIZE },
         { "help", no_argument, 0, O_HELP },
@@ -513,6 +525,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_VERIFY: o->verify = 1; break;
         case O_EVAL_EVERY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->eval_every = (int)iv; break;
         case O_QUIET: o->quiet = 1; break;
+        case O_TIMEOUT: if (parse_int(opt, optarg, 0, 1000000, &iv, err, errlen)) return -1; o->timeout = (int)iv; break;
         case 'h': case O_HELP: o->help = 1; break;
         case O_VERSION: o->version = 1; break;
         case ':':   /* a required value is missing (the option ended the line) */
@@ -715,6 +728,7 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, o->resume, strlen(o->resume));
     h = hash_bytes(h, o->checkpoint, strlen(o->checkpoint));
     h = hash_bytes(h, o->backend, strlen(o->backend));
+    h = hash_bytes(h, &o->timeout, sizeof o->timeout);   /* turning it on is collective */
     h = hash_bytes(h, &o->plan, sizeof o->plan);
     h = hash_bytes(h, &o->verify, sizeof o->verify);
     return h;
