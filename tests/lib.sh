@@ -47,6 +47,32 @@ differ() {
     fi
 }
 
+# signal_run NP WHOM SIG ARGS...: cdp_run ARGS on NP ranks (--metrics
+# $TMP/sig.json added); once its first epoch line is out, SIG goes to WHOM:
+# rank (the second rank; every rank stops with it) or mpirun (mpirun
+# itself).  Leaves mpirun's status in rc and the run's stderr in
+# $TMP/sig.err.
+signal_run() {
+    local np=$1 whom=$2 sig=$3 tpid mp ranks
+    shift 3
+    rm -f "$TMP/sig.json"
+    timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$CDP" "$@" --metrics "$TMP/sig.json" \
+        >/dev/null 2>"$TMP/sig.err" &
+    tpid=$!
+    for _ in $(seq 600); do
+        [ -s "$TMP/sig.json" ] && break
+        sleep 0.1
+    done
+    mp=$(pgrep -P $tpid)
+    ranks=$(pgrep -P "$mp" | tr '\n' ' ')
+    case $whom in
+        rank) set -- $ranks; kill -"$sig" "$2" ;;
+        mpirun) kill -"$sig" "$mp" ;;
+    esac
+    wait $tpid
+    rc=$?
+}
+
 finish() {
     if [ "$failures" -gt 0 ]; then
         echo "$failures check(s) failed"

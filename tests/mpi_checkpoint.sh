@@ -53,34 +53,13 @@ rc=$?
     && pass "SIGINT without --checkpoint: exit 130 ($(cat "$TMP/int.err"))" \
     || fail "SIGINT without --checkpoint: exit $rc, $(cat "$TMP/int.err")"
 
-# Under mpirun (2 ranks): signal_run WHOM SIG ARGS... starts the run, waits
-# for its first epoch, sends SIG to WHOM (one rank, or mpirun itself), and
-# leaves mpirun's status in rc and the run's stderr in $TMP/sig.err.
-signal_run() {
-    local whom=$1 sig=$2 tpid mp ranks
-    shift 2
-    rm -f "$TMP/sig.json"
-    timeout 300 "$MPIRUN" --oversubscribe -np 2 "$CDP" "$@" --metrics "$TMP/sig.json" \
-        >/dev/null 2>"$TMP/sig.err" &
-    tpid=$!
-    for _ in $(seq 600); do
-        [ -s "$TMP/sig.json" ] && break
-        sleep 0.1
-    done
-    mp=$(pgrep -P $tpid)
-    ranks=$(pgrep -P "$mp" | tr '\n' ' ')
-    case $whom in
-        rank) set -- $ranks; kill -"$sig" "$2" ;;   # one rank: every rank stops with it
-        mpirun) kill -"$sig" "$mp" ;;
-    esac
-    wait $tpid
-    rc=$?
-}
+# Under mpirun (2 ranks): signal_run (lib.sh) leaves mpirun's status in rc
+# and the run's stderr in $TMP/sig.err.
 msgs() { grep -c "^cdp_run: SIG" "$TMP/sig.err"; }
 # SIGTERM to one rank: every rank stops at the same step, the checkpoint is
 # written, mpirun passes the ranks' 143 on; the resume equals the full run
 run 2 $big --rule cdp-v1 --steps 1500 --save-weights "$TMP/full3.st" >/dev/null || fail "full run on 2 ranks"
-signal_run rank TERM $big --rule cdp-v1 --steps 1500 --checkpoint "$TMP/r.st"
+signal_run 2 rank TERM $big --rule cdp-v1 --steps 1500 --checkpoint "$TMP/r.st"
 if [ $rc -eq 143 ] && [ "$(msgs)" -eq 1 ] && [ -f "$TMP/r.st" ] &&
    grep -q "^cdp_run: SIGTERM: stopped at step [0-9]* of 1500, checkpoint $TMP/r.st written$" "$TMP/sig.err"; then
     pass "SIGTERM to one of 2 ranks: mpirun exits 143 ($(grep '^cdp_run:' "$TMP/sig.err"))"
@@ -91,7 +70,7 @@ else
     fail "SIGTERM to one of 2 ranks: mpirun exit $rc, $(cat "$TMP/sig.err")"
 fi
 # SIGINT to one rank, no --checkpoint: 130
-signal_run rank INT $big --rule dp --steps 20000
+signal_run 2 rank INT $big --rule dp --steps 20000
 [ $rc -eq 130 ] && [ "$(msgs)" -eq 1 ] &&
     grep -q "^cdp_run: SIGINT: stopped at step [0-9]* of 20000, no checkpoint written" "$TMP/sig.err" \
     && pass "SIGINT to one of 2 ranks: mpirun exits 130 ($(grep '^cdp_run:' "$TMP/sig.err"))" \
@@ -101,7 +80,7 @@ signal_run rank INT $big --rule dp --steps 20000
 # grace, and mpirun exits 1 whatever the ranks return (README, Checkpoints)
 for sig in TERM INT; do
     rm -f "$TMP/m.st"
-    signal_run mpirun $sig $big --rule cdp-v2 --steps 20000 --checkpoint "$TMP/m.st"
+    signal_run 2 mpirun $sig $big --rule cdp-v2 --steps 20000 --checkpoint "$TMP/m.st"
     { [ $rc -eq 1 ] || [ $rc -eq 143 ]; } && [ "$(msgs)" -eq 1 ] && [ -f "$TMP/m.st" ] &&
         grep -q "^cdp_run: SIGTERM: stopped at step [0-9]* of 20000, checkpoint $TMP/m.st written$" "$TMP/sig.err" \
         && pass "SIG$sig to mpirun: the ranks stop with a checkpoint, mpirun exits $rc ($(grep '^cdp_run:' "$TMP/sig.err"))" \

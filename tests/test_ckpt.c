@@ -493,7 +493,8 @@ static void expect_ckpt_refusal(const char *path, const cdp_model *m, const char
     int64_t step = -7;
     char err[512] = "";
     int rc = cdp_checkpoint_read(path, m, 77, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err);
-    ck_assert_msg(rc == -1, "checkpoint %s was resumed (step %lld), expected \"%s\"", path,
+    ck_assert_msg(rc == -1 || rc == CDP_CKPT_FOREIGN, "checkpoint %s was resumed (step %lld), "
+                  "expected \"%s\"", path,
                   (long long)step, want);
     ck_assert_msg(strstr(err, want) != NULL, "err \"%s\" lacks \"%s\"", err, want);
     ck_assert_msg(strncmp(err, path, strlen(path)) == 0, "err \"%s\" does not name the file", err);
@@ -514,8 +515,14 @@ START_TEST(test_checkpoint_round_trip)
     ck_assert_int_eq(step, 5);
     ck_assert(!memcmp(a, p, sizeof p) && !memcmp(b, prev, sizeof p) && !memcmp(c, mom, sizeof p));
     /* other options */
-    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 78, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err), -1);
+    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 78, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err),
+                     CDP_CKPT_FOREIGN);
     ck_assert_ptr_nonnull(strstr(err, "other --model"));
+    /* another optimizer's: another run's too */
+    float d[78];
+    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 77, CDP_OPTIM_ADAMW, &step, a, b, d, err, sizeof err),
+                     CDP_CKPT_FOREIGN);
+    ck_assert_ptr_nonnull(strstr(err, "written by an --optimizer sgd run"));
     unlink(path);
 }
 END_TEST
@@ -852,6 +859,80 @@ START_TEST(test_json_write)
 }
 END_TEST
 
+/* --keep-checkpoints: the names, the listing newest first (temporary and
+ * other files left out), and the pruning that keeps the newest M of the
+ * steps up to the one written, never stem itself nor later steps. */
+START_TEST(test_checkpoint_files)
+{
+    cdp_model m;
+    make_model(&m);
+    float p[39], prev[39], mom[39];
+    char dir[128], stem[160], name[4200], err[512] = "";
+    path_of(dir, sizeof dir, "rot");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(stem, sizeof stem, "%s/c.st", dir);
+    cdp_checkpoint_name(stem, 1, 128, name, sizeof name);
+    ck_assert_str_eq(name, stem);
+    cdp_checkpoint_name("c.st", 2, 128, name, sizeof name);
+    ck_assert_str_eq(name, "c.st.step-00000128");
+    cdp_checkpoint_name("c.st", 3, 1234567890123LL, name, sizeof name);
+    ck_assert_str_eq(name, "c.st.step-1234567890123");
+    cdp_checkpoint_file *f;
+    size_t n;
+    ck_assert_int_eq(cdp_checkpoint_list(stem, &f, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 0);
+    free(f);
+    write_ckpt(stem, &m, p, prev, mom);   /* step 5 in its metadata */
+    const int64_t steps[] = { 32, 7, 64, 100, 96 };
+    for (int j = 0; j < 5; j++) {
+        cdp_checkpoint_name(stem, 2, steps[j], name, sizeof name);
+        file_put(name, (const unsigned char *)"x", 1);
+    }
+    const char *others[] = { "c.st.step-00000200.tmp.123", "c.st.step-", "c.st.step-12a",
+                             "c.st.tmp.9", "d.st.step-00000300", "c.st.step--1" };
+    for (int j = 0; j < 6; j++) {
+        snprintf(name, sizeof name, "%s/%s", dir, others[j]);
+        file_put(name, (const unsigned char *)"x", 1);
+    }
+    ck_assert_int_eq(cdp_checkpoint_list(stem, &f, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 6);
+    const int64_t want[] = { 100, 96, 64, 32, 7, 5 };
+    for (size_t j = 0; j < n; j++) {
+        ck_assert_int_eq(f[j].step, want[j]);
+        ck_assert_int_eq(f[j].numbered, want[j] != 5);
+    }
+    ck_assert_str_eq(f[5].path, stem);
+    cdp_checkpoint_name(stem, 2, 100, name, sizeof name);
+    ck_assert_str_eq(f[0].path, name);
+    free(f);
+    /* written step 64, keep 2: 64 and 32 stay, 7 goes; 96 and 100 (later
+     * steps) and stem stay */
+    ck_assert_int_eq(cdp_checkpoint_prune(stem, 2, 64, err, sizeof err), 0);
+    ck_assert_int_eq(cdp_checkpoint_list(stem, &f, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 5);
+    const int64_t left[] = { 100, 96, 64, 32, 5 };
+    for (size_t j = 0; j < n; j++)
+        ck_assert_int_eq(f[j].step, left[j]);
+    free(f);
+    /* keep 1 is the one-file naming: nothing pruned */
+    ck_assert_int_eq(cdp_checkpoint_prune(stem, 1, 100, err, sizeof err), 0);
+    ck_assert_int_eq(cdp_checkpoint_list(stem, &f, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 5);
+    free(f);
+    ck_assert_int_eq(cdp_checkpoint_prune(stem, 1 + 1, 100, err, sizeof err), 0);
+    ck_assert_int_eq(cdp_checkpoint_list(stem, &f, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 3);   /* 100, 96 and stem */
+    ck_assert_int_eq(f[0].step, 100);
+    ck_assert_int_eq(f[1].step, 96);
+    ck_assert_int_eq(f[2].numbered, 0);
+    free(f);
+    /* a stem in a directory that does not exist: no checkpoints */
+    ck_assert_int_eq(cdp_checkpoint_list("/nonexistent-cdp-dir/c.st", &f, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 0);
+    free(f);
+}
+END_TEST
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -878,6 +959,7 @@ int main(void)
     tcase_add_test(tw, test_checkpoint_round_trip);
     tcase_add_test(tw, test_checkpoint_bit_flips);
     tcase_add_test(tw, test_checkpoint_refusals);
+    tcase_add_test(tw, test_checkpoint_files);
     tcase_add_test(tw, test_crc32c);
     tcase_set_timeout(tw, 120);
     suite_add_tcase(s, tw);

@@ -21,13 +21,35 @@
 int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uint64_t numerics,
                          cdp_optim_kind kind, const float *cur, const float *prev,
                          const float *state, char *err, size_t errlen);
-/* 0, or -1 with one line in err naming the file (unreadable, not a cdp
- * checkpoint, a format version other than 2, another optimizer, another
- * model, other options,
- * a checksum that does not match the data, a step tensor that disagrees
- * with the step metadata). */
+/* 0, or with one line in err naming the file: CDP_CKPT_FOREIGN (-2) for a
+ * sound checkpoint of another run (another optimizer, other options: the
+ * numerics hash), -1 for anything else (unreadable, not a cdp checkpoint, a
+ * format version other than 2, another model, a checksum that does not
+ * match the data, a step tensor that disagrees with the step metadata). */
+#define CDP_CKPT_FOREIGN (-2)
 int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
                         cdp_optim_kind kind, int64_t *step, float *cur, float *prev,
                         float *state, char *err, size_t errlen);
+
+/* Checkpoint files.  With --keep-checkpoints M = 1 (keep <= 1) the
+ * checkpoint is one file, stem itself; with M > 1 the one after step k is
+ * stem.step-NNNNNNNN (k in decimal, at least 8 digits, zero-padded). */
+void cdp_checkpoint_name(const char *stem, int keep, int64_t step, char *out, size_t n);
+
+typedef struct cdp_checkpoint_file {
+    char path[4200];
+    int64_t step;      /* from the name; for stem itself from its metadata (-1: unreadable) */
+    int numbered;      /* stem.step-N (1) or stem (0) */
+} cdp_checkpoint_file;
+
+/* The checkpoints of stem on disk: stem itself and every stem.step-N, newest
+ * (highest step) first, a numbered file before stem at the same step.
+ * *files is malloc'ed (NULL when none).  0, or -1 with err. */
+int cdp_checkpoint_list(const char *stem, cdp_checkpoint_file **files, size_t *count,
+                        char *err, size_t errlen);
+/* After the checkpoint of step `step` is written (keep > 1): removes the
+ * numbered ones of steps <= step except the `keep` newest; stem itself and
+ * numbered files of later steps (another run's) are left alone. */
+int cdp_checkpoint_prune(const char *stem, int keep, int64_t step, char *err, size_t errlen);
 
 #endif

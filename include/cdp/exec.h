@@ -59,10 +59,18 @@ void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root);
  * (sgd: the momentum; adamw: exp_avg, exp_avg_sq), each laid out as the
  * parameters (stage_off). */
 void cdp_exec_get_optim_state(cdp_exec *x, float *host);
+/* Collective: the drained state of every stage on rank root, each stage
+ * from the lowest rank holding it: P(v) in cur, P(v-1) in prev (P(0) when
+ * v == 0; P(v) for a stage no worker lags on, which keeps one version) and
+ * the optimizer state (as cdp_exec_get_optim_state's), whatever the
+ * framework and the number of ranks: what a checkpoint holds. */
+void cdp_exec_gather_state(cdp_exec *x, int64_t v, float *cur, float *prev, float *state,
+                           int root);
 /* Whether this rank holds every stage (replicated). */
 int cdp_exec_holds_all(const cdp_exec *x);
 /* Restores a drained state: P(v) and P(v-1) (prev may be NULL when v == 0)
- * and the optimizer state (laid out as cdp_exec_get_optim_state's). */
+ * and the optimizer state (laid out as cdp_exec_get_optim_state's), given
+ * whole (every stage) on every rank: each rank takes the stages it holds. */
 void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *prev,
                         const float *state);
 

@@ -42,9 +42,12 @@ typedef struct cdp_options {
     char save_weights[1024];
     char metrics[1024];
     char trace[1024];
-    char checkpoint[1024];   /* written at the end, on SIGTERM/SIGINT, and every checkpoint_every epochs */
+    char checkpoint[1024];   /* written at the end, on SIGTERM/SIGINT, every checkpoint_every
+                              * epochs and every checkpoint_every_steps steps */
     int checkpoint_every;
-    char resume[1024];
+    int64_t checkpoint_every_steps;
+    int keep_checkpoints;    /* 1: one file, checkpoint; M > 1: checkpoint.step-NNNNNNNN, the last M */
+    char resume[1024];       /* a file, or "latest": the newest of checkpoint's */
     int threads;             /* per rank; 0: CPUs available / ranks on the node */
     char backend[16];
     int plan;                /* print the schedule and figures, do not train */

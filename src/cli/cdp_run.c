@@ -200,6 +200,7 @@ typedef struct run {
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
     int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
+    char ckpt_path[4200];         /* its file */
     double last_progress;         /* wall time of the last progress line */
     int progress_shown;           /* a terminal line to clear */
     int collapse_warned;          /* warn_collapse said it once */
@@ -278,16 +279,64 @@ static int phase_model_and_plan(run *r)
     return 0;
 }
 
+/* MPI_Bcast from rank 0 of n floats, in pieces that fit an int count. */
+static void bcast_floats(float *p, size_t n)
+{
+    const size_t piece = (size_t)1 << 30;
+    for (size_t at = 0; at < n; at += piece)
+        MPI_Bcast(p + at, (int)(n - at < piece ? n - at : piece), MPI_FLOAT, 0, comm.comm);
+}
+
+/* Rank 0: reads --resume's checkpoint into r->params, prev_params,
+ * optim_state and r->k, its file in path.  --resume latest: the newest of
+ * --checkpoint's files (cdp_checkpoint_list); a damaged one is passed over
+ * with a warning for the one before it, a sound one of another run
+ * (options, optimizer) is refused.  0, or -1 with r->err. */
+static int read_checkpoint(run *r, char *path, size_t pathlen)
+{
+    const cdp_options *o = &r->o;
+    const cdp_optim_kind kind = (cdp_optim_kind)o->optimizer;
+    if (strcmp(o->resume, "latest")) {
+        snprintf(path, pathlen, "%s", o->resume);
+        return cdp_checkpoint_read(path, &r->model, r->numerics_hash, kind, &r->k, r->params,
+                                   r->prev_params, r->optim_state, r->err, sizeof r->err)
+                   ? -1 : 0;
+    }
+    cdp_checkpoint_file *f;
+    size_t nf;
+    if (cdp_checkpoint_list(o->checkpoint, &f, &nf, r->err, sizeof r->err))
+        return -1;
+    int rc = -1;
+    for (size_t j = 0; j < nf && rc; j++) {
+        snprintf(path, pathlen, "%s", f[j].path);
+        rc = cdp_checkpoint_read(path, &r->model, r->numerics_hash, kind, &r->k, r->params,
+                                 r->prev_params, r->optim_state, r->err, sizeof r->err);
+        if (rc == CDP_CKPT_FOREIGN) {
+            size_t len = strlen(r->err);
+            snprintf(r->err + len, sizeof r->err - len, " (--resume latest: the newest "
+                     "checkpoint of %.300s belongs to another run; nothing was overwritten)",
+                     o->checkpoint);
+            break;
+        }
+        if (rc)
+            fprintf(stderr, "cdp_run: warning: --resume latest: passing over %s\n", r->err);
+    }
+    if (rc && nf == 0)
+        snprintf(r->err, sizeof r->err, "--resume latest: no checkpoint %.400s or %.400s.step-* "
+                 "to resume", o->checkpoint, o->checkpoint);
+    else if (rc == -1)
+        snprintf(r->err, sizeof r->err, "--resume latest: none of the %zu checkpoint files of "
+                 "%.400s can be resumed (see the warnings above)", nf, o->checkpoint);
+    free(f);
+    return rc ? -1 : 0;
+}
+
 /* Schedule roles, backend, data, the model on the data, parameters (seed,
  * --init-weights, --resume), the executor, --metrics and the banner. */
 static int phase_prepare(run *r)
 {
     const cdp_options *o = &r->o;
     int bad;
-    snprintf(r->err, sizeof r->err, "--checkpoint and --resume support --framework replicated only "
-             "in this version");
-    FAIL_IF((o->checkpoint[0] || o->resume[0]) && o->framework != CDP_FW_REPLICATED, r->err);
-
     /* the data first: a step that cannot fit it is refused before anything
      * scales with N (the schedule, the executor) */
     /* plain synthetic takes the model's input size when an mlp: names it */
@@ -411,18 +460,24 @@ static int phase_prepare(run *r)
     numerics.workers = r->N;
     r->numerics_hash = cdp_options_numerics_hash(&numerics);
     if (o->resume[0]) {
-        bad = cdp_checkpoint_read(o->resume, &r->model, r->numerics_hash,
-                                  (cdp_optim_kind)o->optimizer, &r->k, r->params,
-                                  r->prev_params, r->optim_state, r->err, sizeof r->err);
-        if (!bad && r->k > r->total)
+        /* rank 0 reads the checkpoint, every rank takes its stages: the
+         * state is per stage, so any framework on any number of ranks
+         * resumes it */
+        char path[4200];
+        bad = r->root ? read_checkpoint(r, path, sizeof path) : 0;
+        if (!bad && r->root && r->k > r->total)
             snprintf(r->err, sizeof r->err, "%.900s: checkpoint at step %lld is past the end of "
-                     "this run (%lld steps)", o->resume, (long long)r->k, (long long)r->total),
+                     "this run (%lld steps)", path, (long long)r->k, (long long)r->total),
                 bad = 1;
         FAIL_IF(bad, r->err);
+        MPI_Bcast(&r->k, 1, MPI_INT64_T, 0, comm.comm);
+        bcast_floats(r->params, n);
+        bcast_floats(r->prev_params, n);
+        bcast_floats(r->optim_state, (size_t)nstate * n);
         cdp_exec_set_state(r->x, r->k, r->params, r->k > 0 ? r->prev_params : NULL,
                            r->optim_state);
         if (r->root && !o->quiet)
-            printf("resumed from %s at step %lld\n", o->resume, (long long)r->k);
+            printf("resumed from %s at step %lld\n", path, (long long)r->k);
     }
     return 0;
 }
@@ -446,7 +501,7 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
         snprintf(where, sizeof where, "after step %lld", (long long)k1);
     if (o->checkpoint[0] && r->ckpt_step >= 0)
         snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not overwritten: it holds the last good "
-                 "state (step %lld)", o->checkpoint, (long long)r->ckpt_step);
+                 "state (step %lld)", r->ckpt_path, (long long)r->ckpt_step);
     else if (o->checkpoint[0])
         snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not written (the last one written, if "
                  "any, holds the last good state)", o->checkpoint);
@@ -524,13 +579,55 @@ static void progress(run *r, int64_t k_end, const double ep_stats[3], double ep_
     fflush(stdout);
 }
 
+/* Collective: the checkpoint of the drained state after step k (once per
+ * step), gathered from the ranks holding each stage and written by rank 0,
+ * then, with --keep-checkpoints M > 1, the older ones beyond M removed.
+ * 0, or 1 when it could not be written (error reported). */
+static int write_checkpoint(run *r, int64_t k)
+{
+    const cdp_options *o = &r->o;
+    if (r->ckpt_step == k)
+        return 0;
+    cdp_exec_gather_state(r->x, k, r->params, r->prev_params, r->optim_state, 0);
+    int bad = 0;
+    char path[sizeof r->ckpt_path];
+    cdp_checkpoint_name(o->checkpoint, o->keep_checkpoints, k, path, sizeof path);
+    if (r->root) {
+        bad = cdp_checkpoint_write(path, &r->model, k, r->numerics_hash, r->xc.optim.kind,
+                                   r->params, r->prev_params, r->optim_state, r->err,
+                                   sizeof r->err);
+        if (!bad && !o->quiet)
+            printf("checkpoint %s written at step %lld\n", path, (long long)k);
+        char why[1024];
+        if (!bad && cdp_checkpoint_prune(o->checkpoint, o->keep_checkpoints, k, why, sizeof why))
+            fprintf(stderr, "cdp_run: warning: %s\n", why);
+    }
+    FAIL_IF(bad, r->err);
+    r->ckpt_step = k;
+    snprintf(r->ckpt_path, sizeof r->ckpt_path, "%s", path);
+    return 0;
+}
+
+/* Whether --checkpoint-every-steps K asks for a checkpoint after step k. */
+static int step_checkpoint_due(const run *r, int64_t k)
+{
+    const int64_t K = r->o.checkpoint_every_steps;
+    return r->o.checkpoint[0] && K > 0 && k % K == 0;
+}
+
+/* Returns the agreed signal, 0, or -1 when a checkpoint could not be
+ * written (the error is reported). */
 static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
                        int64_t *ep_steps, int *bad, int64_t *bad_k0)
 {
+    const int64_t every = r->o.checkpoint[0] ? r->o.checkpoint_every_steps : 0;
     *bad = 0;
     *bad_k0 = r->k;
     while (r->k < k_end) {
         int64_t k1 = r->k + chunk < k_end ? r->k + chunk : k_end;
+        /* --checkpoint-every-steps: a segment also ends after steps K, 2K, ... */
+        if (every && (r->k / every + 1) * every < k1)
+            k1 = (r->k / every + 1) * every;
         const int K = (int)(k1 - r->k);
         if (K != r->sched_K) {
             if (r->sched_K) cdp_schedule_free(&r->sched);
@@ -559,6 +656,9 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         int stop = agreed_stop(st[0], bad, k1 - 1);
         if (stop || *bad)
             return stop;
+        /* at the epoch's end phase_train writes it, after the evaluation */
+        if (r->k < k_end && step_checkpoint_due(r, r->k) && write_checkpoint(r, r->k))
+            return -1;
         progress(r, k_end, ep_stats, *ep_time, *ep_steps);
     }
     return 0;
@@ -572,7 +672,7 @@ static int phase_train(run *r)
     r->last_progress = wall();   /* plain progress lines: the first after 30 s */
     cdp_comm_set_timeout(&comm, r->o.timeout);   /* the watchdog, over the training segments */
     const cdp_options *o = &r->o;
-    int eval_failed = 0, eval_bad = 0, bad, diverged;
+    int eval_failed = 0, eval_bad = 0, diverged;
     int64_t bad_k0;
     /* segments of 64 steps at most, so that a signal or a diverging loss is
      * answered soon; the segmentation does not change the numbers */
@@ -585,6 +685,8 @@ static int phase_train(run *r)
         int64_t ep_steps = 0;
         const int stop = train_epoch(r, k_end, chunk, ep_stats, &ep_time, &ep_steps, &diverged,
                                      &bad_k0);
+        if (stop < 0)
+            return 1;
         const int64_t k = r->k;
         if (diverged) {
             if (r->root) report_divergence(r, "training loss", diverged, bad_k0, k);
@@ -626,27 +728,16 @@ static int phase_train(run *r)
             if (r->root) report_divergence(r, "test loss at the evaluation", eval_bad, -1, k);
             return DIVERGED;
         }
-        if (o->checkpoint[0] && (last || (o->checkpoint_every && (e + 1) % o->checkpoint_every == 0))) {
-            bad = 0;
-            if (r->root) {
-                cdp_exec_get_params(r->x, k, r->params);
-                cdp_exec_get_params(r->x, k > 0 ? k - 1 : 0, r->prev_params);
-                cdp_exec_get_optim_state(r->x, r->optim_state);
-                bad = cdp_checkpoint_write(o->checkpoint, &r->model, k, r->numerics_hash,
-                                           r->xc.optim.kind, r->params, r->prev_params,
-                                           r->optim_state, r->err, sizeof r->err);
-                if (!bad && !o->quiet)
-                    printf("checkpoint %s written at step %lld\n", o->checkpoint, (long long)k);
-                if (!bad) r->ckpt_step = k;
-            }
-            FAIL_IF(bad, r->err);
-        }
+        if (o->checkpoint[0] && (last || (o->checkpoint_every && (e + 1) % o->checkpoint_every == 0) ||
+                                 step_checkpoint_due(r, k)) &&
+            write_checkpoint(r, k))
+            return 1;
         if (stop) {
             if (r->root) {
                 const char *name = stop == SIGINT ? "SIGINT" : "SIGTERM";
                 if (o->checkpoint[0])
                     fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, checkpoint %s "
-                            "written\n", name, (long long)k, (long long)r->total, o->checkpoint);
+                            "written\n", name, (long long)k, (long long)r->total, r->ckpt_path);
                 else
                     fprintf(stderr, "cdp_run: %s: stopped at step %lld of %lld, no checkpoint "
                             "written (no --checkpoint)\n", name, (long long)k,

@@ -645,23 +645,47 @@ void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host)
     }
 }
 
-void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root)
+/* Each stage's slice of the nh arrays host[j] (laid out as the parameters,
+ * filled where this rank holds the stage) onto root, from the lowest rank
+ * holding the stage: every holder of a stage has the same bits. */
+static void gather_stages(cdp_exec *x, float *const *host, int nh, int root)
 {
-    cdp_exec_get_params(x, v, host);
     if (x->holds_all)
         return;   /* every rank has everything (the same on every rank) */
     for (int l = 0; l < x->L; l++) {
-        /* the lowest rank holding l sends it to root */
         int h = x->holds[l] ? x->comm->rank : x->comm->size, lowest;
         MPI_Allreduce(&h, &lowest, 1, MPI_INT, MPI_MIN, x->comm->comm);
         if (lowest == root) continue;
-        float *dst = host + x->m->stage_off[l];
         int n = (int)x->m->stage_n[l];
-        if (x->comm->rank == lowest)
-            MPI_Send(dst, n, MPI_FLOAT, root, CDP_TAG_STATS, x->comm->comm);
-        else if (x->comm->rank == root)
-            MPI_Recv(dst, n, MPI_FLOAT, lowest, CDP_TAG_STATS, x->comm->comm, MPI_STATUS_IGNORE);
+        for (int j = 0; j < nh; j++) {
+            float *dst = host[j] + x->m->stage_off[l];
+            if (x->comm->rank == lowest)
+                MPI_Send(dst, n, MPI_FLOAT, root, CDP_TAG_STATS, x->comm->comm);
+            else if (x->comm->rank == root)
+                MPI_Recv(dst, n, MPI_FLOAT, lowest, CDP_TAG_STATS, x->comm->comm,
+                         MPI_STATUS_IGNORE);
+        }
     }
+}
+
+void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root)
+{
+    cdp_exec_get_params(x, v, host);
+    gather_stages(x, &host, 1, root);
+}
+
+void cdp_exec_gather_state(cdp_exec *x, int64_t v, float *cur, float *prev, float *state,
+                           int root)
+{
+    cdp_exec_get_params(x, v, cur);
+    cdp_exec_get_params(x, v > 0 ? v - 1 : 0, prev);
+    cdp_exec_get_optim_state(x, state);
+    const int nbuf = cdp_optim_state_buffers(&x->cfg.optim);
+    float *host[4] = { cur, prev };   /* nbuf: 1 or 2 */
+    int nh = 2;
+    for (int j = 0; j < nbuf && nh < 4; j++)
+        host[nh++] = state + (size_t)j * x->m->nparams;
+    gather_stages(x, host, nh, root);
 }
 
 void cdp_exec_get_optim_state(cdp_exec *x, float *host)

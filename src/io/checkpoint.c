@@ -10,11 +10,13 @@
  *   optimizer       "adamw" (absent: SGD, so that an SGD checkpoint is the
  *                   file cdp wrote before AdamW, byte for byte)
  * Version 1 (cdp before the checksum) had no data_crc32c; it is refused. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
 
@@ -104,14 +106,14 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
         snprintf(err, errlen, "%s: written by an --optimizer %s run, cannot resume with "
                  "--optimizer %s (its state is another optimizer's)", path, opt,
                  cdp_optim_name(kind));
-        return -1;
+        return CDP_CKPT_FOREIGN;
     }
     snprintf(want, sizeof want, "%016" PRIx64, numerics);
     if (cdp_st_read_meta(path, "numerics", v, sizeof v, err, errlen) || strcmp(v, want)) {
         snprintf(err, errlen, "%s: written with other --model/--stages/--workers/--batch/--rule/"
                  "optimizer/schedule/--seed/data options; resume with the options of the run that "
                  "wrote it", path);
-        return -1;
+        return CDP_CKPT_FOREIGN;
     }
     /* the checksum first: a damaged file is reported as damaged */
     char crc_meta[16], crc_file[16];
@@ -153,4 +155,133 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
         return -1;
     }
     return 0;
+}
+
+/* ------------------------------------------------- names, rotation, latest */
+
+void cdp_checkpoint_name(const char *stem, int keep, int64_t step, char *out, size_t n)
+{
+    if (keep <= 1)
+        snprintf(out, n, "%s", stem);
+    else
+        snprintf(out, n, "%s.step-%08" PRId64, stem, step);
+}
+
+/* The directory and the last component of stem. */
+static void split_stem(const char *stem, char *dir, size_t dn, const char **base)
+{
+    const char *slash = strrchr(stem, '/');
+    *base = slash ? slash + 1 : stem;
+    if (!slash)
+        snprintf(dir, dn, ".");
+    else
+        snprintf(dir, dn, "%.*s", slash == stem ? 1 : (int)(slash - stem), stem);
+}
+
+/* The step of a directory entry named base.step-DIGITS, else -1 (temporary
+ * files base.step-N.tmp.PID and anything else do not match). */
+static int64_t entry_step(const char *name, const char *base)
+{
+    const size_t bl = strlen(base);
+    if (strncmp(name, base, bl) || strncmp(name + bl, ".step-", 6))
+        return -1;
+    const char *d = name + bl + 6;
+    if (!*d || strlen(d) > 18)
+        return -1;
+    for (const char *c = d; *c; c++)
+        if (*c < '0' || *c > '9')
+            return -1;
+    return (int64_t)strtoll(d, NULL, 10);
+}
+
+static int by_step_desc(const void *a, const void *b)
+{
+    const cdp_checkpoint_file *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? 1 : -1;
+    return x->numbered < y->numbered ? 1 : x->numbered > y->numbered ? -1 : 0;
+}
+
+int cdp_checkpoint_list(const char *stem, cdp_checkpoint_file **files, size_t *count,
+                        char *err, size_t errlen)
+{
+    char dir[4096];
+    const char *base;
+    split_stem(stem, dir, sizeof dir, &base);
+    *files = NULL;
+    *count = 0;
+    size_t cap = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, errlen, "%s: cannot list the directory: %s", dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int64_t step = -1;
+        int numbered = 0;
+        if (!strcmp(e->d_name, base)) {
+            char v[64];
+            char why[256];
+            if (cdp_st_read_meta(stem, "step", v, sizeof v, why, sizeof why) ||
+                parse_step(v, &step))
+                step = -1;   /* still a candidate: reading it says what is wrong */
+        } else if ((step = entry_step(e->d_name, base)) >= 0) {
+            numbered = 1;
+        } else {
+            continue;
+        }
+        if (*count == cap) {
+            cap = cap ? 2 * cap : 8;
+            cdp_checkpoint_file *f = realloc(*files, cap * sizeof **files);
+            if (!f) {
+                closedir(d);
+                free(*files);
+                *files = NULL;
+                *count = 0;
+                snprintf(err, errlen, "out of memory listing the checkpoints of %s", stem);
+                return -1;
+            }
+            *files = f;
+        }
+        cdp_checkpoint_file *f = &(*files)[(*count)++];
+        f->step = step;
+        f->numbered = numbered;
+        if (numbered)
+            cdp_checkpoint_name(stem, 2, step, f->path, sizeof f->path);
+        else
+            snprintf(f->path, sizeof f->path, "%s", stem);
+    }
+    closedir(d);
+    if (*count > 1)
+        qsort(*files, *count, sizeof **files, by_step_desc);
+    return 0;
+}
+
+int cdp_checkpoint_prune(const char *stem, int keep, int64_t step, char *err, size_t errlen)
+{
+    cdp_checkpoint_file *f;
+    size_t n;
+    if (keep <= 1)
+        return 0;
+    if (cdp_checkpoint_list(stem, &f, &n, err, errlen))
+        return -1;
+    int rc = 0, kept = 0;
+    for (size_t j = 0; j < n; j++) {
+        if (!f[j].numbered || f[j].step > step)
+            continue;   /* the plain file, and another run's later ones, are not ours */
+        if (kept < keep) {
+            kept++;
+            continue;
+        }
+        if (unlink(f[j].path) && errno != ENOENT && !rc) {
+            snprintf(err, errlen, "%s: cannot remove an old checkpoint: %s", f[j].path,
+                     strerror(errno));
+            rc = -1;
+        }
+    }
+    free(f);
+    return rc;
 }

@@ -39,6 +39,7 @@ void cdp_options_defaults(cdp_options *o)
     o->plan_steps = 2;
     o->eval_every = 1;
     o->timeout = 600;
+    o->keep_checkpoints = 1;
 }
 
 void cdp_options_help(FILE *f)
@@ -107,7 +108,13 @@ void cdp_options_help(FILE *f)
 "  --checkpoint FILE      write a checkpoint at the end and when SIGTERM or SIGINT\n"
 "                         stops the run (see Exit status)\n"
 "  --checkpoint-every E   also every E epochs\n"
-"  --resume FILE          continue bit for bit from a checkpoint\n"
+"  --checkpoint-every-steps K\n"
+"                         also after every K steps (after steps K, 2K, ...)\n"
+"  --keep-checkpoints M   keep the last M checkpoints, named FILE.step-00000128 etc.;\n"
+"                         1: one file, FILE, rewritten each time          [1]\n"
+"  --resume FILE|latest   continue bit for bit from a checkpoint (any framework and\n"
+"                         number of ranks); latest: the newest valid checkpoint of\n"
+"                         --checkpoint FILE (FILE or FILE.step-*)\n"
 "Execution:\n"
 "  --backend B            cpu | cuda                               [cpu]\n"
 "  --threads T            BLAS/OpenMP threads per rank\n"
@@ -363,8 +370,9 @@ static int check_optimizer(cdp_options *o, char *err, size_t errlen)
 enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
-    O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_RESUME, O_BACKEND,
-    O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET, O_TIMEOUT, O_AUGMENT, O_NORMALIZE,
+    O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_CKPT_EVERY_STEPS, O_KEEP_CKPT,
+    O_RESUME, O_BACKEND, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET,
+    O_TIMEOUT, O_AUGMENT, O_NORMALIZE,
     O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
 
@@ -410,6 +418,8 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "trace", required_argument, 0, O_TRACE },
         { "checkpoint", required_argument, 0, O_CKPT },
         { "checkpoint-every", required_argument, 0, O_CKPT_EVERY },
+        { "checkpoint-every-steps", required_argument, 0, O_CKPT_EVERY_STEPS },
+        { "keep-checkpoints", required_argument, 0, O_KEEP_CKPT },
         { "resume", required_argument, 0, O_RESUME },
         { "backend", required_argument, 0, O_BACKEND },
         { "threads", required_argument, 0, O_THREADS },
@@ -511,6 +521,8 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_TRACE: if (copy_str(opt, optarg, o->trace, sizeof o->trace, err, errlen)) return -1; break;
         case O_CKPT: if (copy_str(opt, optarg, o->checkpoint, sizeof o->checkpoint, err, errlen)) return -1; break;
         case O_CKPT_EVERY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->checkpoint_every = (int)iv; break;
+        case O_CKPT_EVERY_STEPS: if (parse_int(opt, optarg, 0, LLONG_MAX, &iv, err, errlen)) return -1; o->checkpoint_every_steps = (int64_t)iv; break;
+        case O_KEEP_CKPT: if (parse_int(opt, optarg, 1, 100000, &iv, err, errlen)) return -1; o->keep_checkpoints = (int)iv; break;
         case O_RESUME: if (copy_str(opt, optarg, o->resume, sizeof o->resume, err, errlen)) return -1; break;
         case O_BACKEND:
             if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
@@ -554,6 +566,17 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
     }
     if (check_optimizer(o, err, errlen))
         return -1;
+    /* what names or times checkpoints needs the checkpoint's name */
+    const char *needs_ckpt = o->checkpoint_every_steps ? "--checkpoint-every-steps"
+                             : o->keep_checkpoints > 1 ? "--keep-checkpoints"
+                             : !strcmp(o->resume, "latest") ? "--resume latest" : NULL;
+    if (needs_ckpt && !o->checkpoint[0]) {
+        snprintf(err, errlen, "%s needs --checkpoint FILE (%s)", needs_ckpt,
+                 !strcmp(o->resume, "latest") && !o->checkpoint_every_steps &&
+                 o->keep_checkpoints == 1 ? "the name whose checkpoints it looks for"
+                                          : "the name of the checkpoints");
+        return -1;
+    }
     if (!dir_given) {
         /* the kind's own directory: --data mnist never reads Fashion-MNIST */
         if (cdp_data_spec_parse(o->data, &spec, err, errlen) != 0)
@@ -727,6 +750,9 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, o->init_weights, strlen(o->init_weights));
     h = hash_bytes(h, o->resume, strlen(o->resume));
     h = hash_bytes(h, o->checkpoint, strlen(o->checkpoint));
+    h = hash_bytes(h, &o->checkpoint_every, sizeof o->checkpoint_every);
+    h = hash_bytes(h, &o->checkpoint_every_steps, sizeof o->checkpoint_every_steps);
+    h = hash_bytes(h, &o->keep_checkpoints, sizeof o->keep_checkpoints);
     h = hash_bytes(h, o->backend, strlen(o->backend));
     h = hash_bytes(h, &o->timeout, sizeof o->timeout);   /* turning it on is collective */
     h = hash_bytes(h, &o->plan, sizeof o->plan);
