@@ -1,7 +1,7 @@
 # What a user reads: the summary counts ranks in good English, no line of a
 # default run is wider than 100 columns, and the user's OMP_NUM_THREADS wins
 # over cdp's default thread count (the banner says which was used and why),
-# while --threads wins over both.
+# while --threads wins over both; progress lines and --log-every.
 . "$(dirname "$0")/lib.sh"
 base="--data synthetic --steps 2 --eval-every 1"
 out=$(run 1 $base 2>&1) || fail "default run: $out"
@@ -39,4 +39,26 @@ fi
 out=$(run 1 --data synthetic --batch 8 --epochs 1 --eval-every 0 2>&1)
 echo "$out" | grep -q "step 64/" && fail "a short non-terminal run printed progress" \
     || pass "not a terminal, short run: no progress lines"
+# --log-every K: a --metrics line after steps K, 2K, ... whose windows
+# average to the epoch's training loss, without changing a bit of the run
+for np in 1 2; do
+    lb="--data synthetic --steps 20 --quiet --eval-every 0"
+    run $np $lb --save-weights "$TMP/w0.st" >/dev/null 2>&1 || fail "np=$np: plain run"
+    run $np $lb --save-weights "$TMP/w1.st" --log-every 5 --metrics "$TMP/m.json" >/dev/null 2>&1 \
+        || fail "np=$np: --log-every run"
+    steps=$(grep '"log": "steps"' "$TMP/m.json" | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' ')
+    [ "$steps" = "5 10 15 20 " ] && pass "np=$np: --log-every 5 lines at steps $steps" \
+        || fail "np=$np: --log-every 5 lines at steps '$steps'"
+    mean=$(grep '"log": "steps"' "$TMP/m.json" | sed 's/.*"train_loss": \([0-9.e+-]*\),.*/\1/' |
+           awk '{ s += $1; n++ } END { printf "%.9g", s / n }')
+    epoch=$(grep '^{"epoch"' "$TMP/m.json" | sed 's/.*"train_loss": \([0-9.e+-]*\),.*/\1/')
+    awk -v a="$mean" -v b="$epoch" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-6 * b) }' \
+        && pass "np=$np: the windows average to the epoch's loss ($mean, $epoch)" \
+        || fail "np=$np: windows $mean against the epoch's $epoch"
+    cmp -s "$TMP/w0.st" "$TMP/w1.st" && pass "np=$np: --log-every changes no bit" \
+        || fail "np=$np: --log-every changed the weights"
+done
+out=$("$CDP" --data synthetic --steps 2 --log-every 5 2>&1)
+[ $? -eq 1 ] && echo "$out" | grep -q "^cdp_run: error: --log-every needs --metrics" \
+    && pass "--log-every without --metrics refused" || fail "--log-every without --metrics: $out"
 finish

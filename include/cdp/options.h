@@ -46,6 +46,7 @@ typedef struct cdp_options {
                               * epochs and every checkpoint_every_steps steps */
     int checkpoint_every;
     int64_t checkpoint_every_steps;
+    int64_t log_every;            /* --log-every K: a --metrics line every K steps; 0: none */
     int keep_checkpoints;    /* 1: one file, checkpoint; M > 1: checkpoint.step-NNNNNNNN, the last M */
     char resume[1024];       /* a file, or "latest": the newest of checkpoint's */
     int threads;             /* per rank; 0: CPUs available / ranks on the node */

@@ -204,6 +204,8 @@ typedef struct run {
     double last_progress;         /* wall time of the last progress line */
     int progress_shown;           /* a terminal line to clear */
     int collapse_warned;          /* warn_collapse said it once */
+    double log_stats[3], log_time;  /* --log-every: the window since the last line */
+    int64_t log_steps;
     char err[1024];
 } run;
 
@@ -579,6 +581,37 @@ static void progress(run *r, int64_t k_end, const double ep_stats[3], double ep_
     fflush(stdout);
 }
 
+/* Collective, with --log-every K: after steps K, 2K, ... (segments end
+ * there), rank 0 writes a --metrics line of the steps since the last one:
+ * their mean training loss and accuracy over every worker, samples/s and
+ * time; the window's sums are kept by every rank (st: the segment's loss
+ * sum, correct count, samples). */
+static void log_steps(run *r, const double st[3], double seg_time, int64_t seg_steps)
+{
+    const int64_t K = r->o.log_every;
+    if (!K)
+        return;
+    for (int q = 0; q < 3; q++) r->log_stats[q] += st[q];
+    r->log_time += seg_time;
+    r->log_steps += seg_steps;
+    if (r->k % K)
+        return;
+    double sum[3];
+    MPI_Reduce(r->log_stats, sum, 3, MPI_DOUBLE, MPI_SUM, 0, comm.comm);
+    if (r->root && r->metrics) {
+        fprintf(r->metrics, "{\"log\": \"steps\", \"step\": %lld, \"steps\": %lld, "
+                "\"epoch\": %lld, \"lr\": %.9g, \"train_loss\": %.9g, "
+                "\"train_accuracy\": %.9g, \"samples_per_s\": %.6g, \"time_s\": %.6g}\n",
+                (long long)r->k, (long long)r->log_steps, (long long)((r->k - 1) / r->spe + 1),
+                cdp_optim_lr(&r->xc.optim, r->k - 1), sum[0] / sum[2], sum[1] / sum[2],
+                (double)r->log_steps * r->N * r->o.batch / r->log_time, r->log_time);
+        fflush(r->metrics);
+    }
+    memset(r->log_stats, 0, sizeof r->log_stats);
+    r->log_time = 0;
+    r->log_steps = 0;
+}
+
 /* Collective: the checkpoint of the drained state after step k (once per
  * step), gathered from the ranks holding each stage and written by rank 0,
  * then, with --keep-checkpoints M > 1, the older ones beyond M removed.
@@ -625,9 +658,12 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
     *bad_k0 = r->k;
     while (r->k < k_end) {
         int64_t k1 = r->k + chunk < k_end ? r->k + chunk : k_end;
-        /* --checkpoint-every-steps: a segment also ends after steps K, 2K, ... */
+        /* --checkpoint-every-steps and --log-every: a segment also ends after
+         * steps K, 2K, ... (the segmentation changes no number) */
         if (every && (r->k / every + 1) * every < k1)
             k1 = (r->k / every + 1) * every;
+        if (r->o.log_every && (r->k / r->o.log_every + 1) * r->o.log_every < k1)
+            k1 = (r->k / r->o.log_every + 1) * r->o.log_every;
         const int K = (int)(k1 - r->k);
         if (K != r->sched_K) {
             if (r->sched_K) cdp_schedule_free(&r->sched);
@@ -653,6 +689,7 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         cdp_exec_take_train_stats(r->x, &st[0], &st[1], &ns);
         st[2] = (double)ns;
         for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
+        log_steps(r, st, dtmax, K);
         int stop = agreed_stop(st[0], bad, k1 - 1);
         if (stop || *bad)
             return stop;

@@ -104,6 +104,7 @@ void cdp_options_help(FILE *f)
 "  --init-weights FILE    start from these weights (safetensors)\n"
 "  --save-weights FILE    write the final weights (safetensors)\n"
 "  --metrics FILE         JSON lines: one per epoch, then a summary\n"
+"  --log-every K          also a --metrics line every K steps (\"log\": \"steps\")\n"
 "  --trace FILE           Chrome trace of what each rank did when (chrome://tracing)\n"
 "  --checkpoint FILE      write a checkpoint at the end and when SIGTERM or SIGINT\n"
 "                         stops the run (see Exit status)\n"
@@ -372,7 +373,7 @@ enum {
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_CKPT_EVERY_STEPS, O_KEEP_CKPT,
     O_RESUME, O_BACKEND, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET,
-    O_TIMEOUT, O_AUGMENT, O_NORMALIZE,
+    O_TIMEOUT, O_AUGMENT, O_NORMALIZE, O_LOG_EVERY,
     O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
 
@@ -419,6 +420,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "checkpoint", required_argument, 0, O_CKPT },
         { "checkpoint-every", required_argument, 0, O_CKPT_EVERY },
         { "checkpoint-every-steps", required_argument, 0, O_CKPT_EVERY_STEPS },
+        { "log-every", required_argument, 0, O_LOG_EVERY },
         { "keep-checkpoints", required_argument, 0, O_KEEP_CKPT },
         { "resume", required_argument, 0, O_RESUME },
         { "backend", required_argument, 0, O_BACKEND },
@@ -522,6 +524,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_CKPT: if (copy_str(opt, optarg, o->checkpoint, sizeof o->checkpoint, err, errlen)) return -1; break;
         case O_CKPT_EVERY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->checkpoint_every = (int)iv; break;
         case O_CKPT_EVERY_STEPS: if (parse_int(opt, optarg, 0, LLONG_MAX, &iv, err, errlen)) return -1; o->checkpoint_every_steps = (int64_t)iv; break;
+        case O_LOG_EVERY: if (parse_int(opt, optarg, 0, LLONG_MAX, &iv, err, errlen)) return -1; o->log_every = (int64_t)iv; break;
         case O_KEEP_CKPT: if (parse_int(opt, optarg, 1, 100000, &iv, err, errlen)) return -1; o->keep_checkpoints = (int)iv; break;
         case O_RESUME: if (copy_str(opt, optarg, o->resume, sizeof o->resume, err, errlen)) return -1; break;
         case O_BACKEND:
@@ -575,6 +578,10 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
                  !strcmp(o->resume, "latest") && !o->checkpoint_every_steps &&
                  o->keep_checkpoints == 1 ? "the name whose checkpoints it looks for"
                                           : "the name of the checkpoints");
+        return -1;
+    }
+    if (o->log_every && !o->metrics[0]) {
+        snprintf(err, errlen, "--log-every needs --metrics FILE (the JSON lines it writes to)");
         return -1;
     }
     if (!dir_given) {
@@ -752,6 +759,7 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, o->checkpoint, strlen(o->checkpoint));
     h = hash_bytes(h, &o->checkpoint_every, sizeof o->checkpoint_every);
     h = hash_bytes(h, &o->checkpoint_every_steps, sizeof o->checkpoint_every_steps);
+    h = hash_bytes(h, &o->log_every, sizeof o->log_every);   /* its reductions are collective */
     h = hash_bytes(h, &o->keep_checkpoints, sizeof o->keep_checkpoints);
     h = hash_bytes(h, o->backend, strlen(o->backend));
     h = hash_bytes(h, &o->timeout, sizeof o->timeout);   /* turning it on is collective */
