@@ -10,7 +10,7 @@ diverge() {  # np expected-substring args...
           --lr 1e6 "$@" 2>&1 >/dev/null)
     rc=$?
     line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
-    last=$(printf '%s\n' "$line" | sed -n 's/.* in steps [0-9]*\.\.\([0-9]*\):.*/\1/p')
+    last=$(printf '%s\n' "$line" | sed -n 's/.* in steps [0-9]*\.\.\([0-9]*\)[:,].*/\1/p')
     if [ $rc -eq 124 ]; then
         fail "np=$np $*: hung"
     elif [ $rc -ne 3 ]; then
@@ -48,6 +48,33 @@ for np in 1 2; do
         fail "np=$np: a normal run exits $?"
     fi
 done
+
+# The step and worker of the first non-finite loss: the same on 1 and 2
+# ranks, and right: a run of one step fewer does not diverge
+first=
+for np in 1 2; do
+    out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" --data synthetic --epochs 5 \
+          --lr 1e6 2>&1 >/dev/null)
+    f=$(printf '%s\n' "$out" | sed -n 's/.*first in step \([0-9]*\), worker \([0-9]*\) .*/\1 \2/p')
+    if [ -z "$f" ]; then
+        fail "np=$np: the message names no first step and worker: $out"
+    elif [ -n "$first" ] && [ "$f" != "$first" ]; then
+        fail "np=$np: first non-finite loss at '$f', on 1 rank at '$first'"
+    else
+        first=$f
+        pass "np=$np: first non-finite loss at step and worker $f"
+    fi
+done
+s=${first%% *}
+if [ -n "$s" ] && [ "$s" -gt 1 ]; then
+    timeout 60 "$MPIRUN" --oversubscribe -np 2 "$CDP" --data synthetic --steps $((s - 1)) --lr 1e6 \
+        --eval-every 0 --quiet >/dev/null 2>&1 && pass "--steps $((s - 1)): no divergence yet" \
+        || fail "--steps $((s - 1)) diverged already (exit $?), first was said to be step $s"
+    out=$(timeout 60 "$MPIRUN" --oversubscribe -np 2 "$CDP" --data synthetic --steps "$s" --lr 1e6 \
+          --eval-every 0 --quiet 2>&1 >/dev/null)
+    printf '%s\n' "$out" | grep -q "first in step $s, worker ${first#* } " \
+        && pass "--steps $s: diverges in step $s, worker ${first#* }" || fail "--steps $s: $out"
+fi
 
 # A run that collapses to chance with a finite loss (cdp-v1/cdp-v2 on easy
 # synthetic data at lr 0.03 and momentum 0.9, where dp reaches 100%) gets one

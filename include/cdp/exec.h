@@ -77,6 +77,10 @@ void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *p
 /* Training loss sum, correct predictions and samples of this rank since the
  * last call (then reset). */
 void cdp_exec_take_train_stats(cdp_exec *x, double *loss_sum, double *correct, int64_t *samples);
+/* The first training forward on this rank whose loss was not finite: 1 with
+ * its step and worker, or 0 (none, or a backend whose memory the host cannot
+ * read, where only the segment is known). */
+int cdp_exec_first_bad_loss(const cdp_exec *x, int64_t *step, int *worker);
 
 /* Per-tick figures of the last segment, this rank: peak live activation
  * bytes during each tick and bytes sent in each tick (nticks + 1 entries,

@@ -487,17 +487,22 @@ static int phase_prepare(run *r)
 /* Rank 0: the one line saying that the run diverged, what (the training
  * loss in steps k0+1..k1, or the test loss of the evaluation after step k1;
  * bad as from agreed_stop) and what to lower. */
-static void report_divergence(const run *r, const char *what, int bad, int64_t k0, int64_t k1)
+static void report_divergence(const run *r, const char *what, int bad, int64_t k0, int64_t k1,
+                              double first)
 {
     const cdp_options *o = &r->o;
-    char where[96], ckpt[1300] = "", rule[200] = "";
+    char where[160], ckpt[1300] = "", rule[200] = "";
     if (o->rule != CDP_RULE_DP && o->optimizer == CDP_OPTIM_ADAMW)
         snprintf(rule, sizeof rule, "%s less stable than dp at a given --lr, so lowering --lr "
                  "helps", cdp_rule_name(o->rule));
     else if (o->rule != CDP_RULE_DP)
         snprintf(rule, sizeof rule, "%s less stable than dp at a given --lr and --momentum, so "
                  "lowering --lr or --momentum helps", cdp_rule_name(o->rule));
-    if (k0 >= 0)
+    if (k0 >= 0 && isfinite(first))
+        snprintf(where, sizeof where, "in steps %lld..%lld, first in step %lld, worker %d (the "
+                 "loss of the last stage's forward)", (long long)k0 + 1, (long long)k1,
+                 (long long)(first / r->N) + 1, (int)fmod(first, (double)r->N));
+    else if (k0 >= 0)
         snprintf(where, sizeof where, "in steps %lld..%lld", (long long)k0 + 1, (long long)k1);
     else
         snprintf(where, sizeof where, "after step %lld", (long long)k1);
@@ -726,7 +731,13 @@ static int phase_train(run *r)
             return 1;
         const int64_t k = r->k;
         if (diverged) {
-            if (r->root) report_divergence(r, "training loss", diverged, bad_k0, k);
+            /* collective: the first non-finite forward over the ranks */
+            int64_t bs;
+            int bw;
+            double mine = cdp_exec_first_bad_loss(r->x, &bs, &bw) ? (double)bs * r->N + bw
+                                                                  : INFINITY, first;
+            MPI_Allreduce(&mine, &first, 1, MPI_DOUBLE, MPI_MIN, comm.comm);
+            if (r->root) report_divergence(r, "training loss", diverged, bad_k0, k, first);
             return DIVERGED;
         }
         double sum[3];
@@ -762,7 +773,7 @@ static int phase_train(run *r)
         FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
         MPI_Bcast(&eval_bad, 1, MPI_INT, 0, comm.comm);
         if (eval_bad) {
-            if (r->root) report_divergence(r, "test loss at the evaluation", eval_bad, -1, k);
+            if (r->root) report_divergence(r, "test loss at the evaluation", eval_bad, -1, k, INFINITY);
             return DIVERGED;
         }
         if (o->checkpoint[0] && (last || (o->checkpoint_every && (e + 1) % o->checkpoint_every == 0) ||

@@ -30,6 +30,7 @@
  * released only once its sends are done (cdp_req_release_later; both in
  * exec_requests.c), so the order of the instruction list is all the
  * synchronisation there is. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->ws = be->alloc(cdp_model_ws_floats(be, x->m, x->B) * sizeof(float) + 64);
     x->input_ws = be->alloc((size_t)x->B * cdp_model_in(x->m) * sizeof(float) + 64);
     x->input_step = -1;
+    x->bad_step = -1;
     x->stats = be->alloc(2 * sizeof(double));
     if (!x->stats || !x->ws || !x->input_ws) abort();
     be->zero(x->stats, 2 * sizeof(double));
@@ -291,6 +293,14 @@ static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     const float *input = stage_input(x, i, l);
     x->act[i * L + l] = cdp_actmem_alloc(&x->mem, x->act_bytes[l]);
     cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats, x->ws, 1);
+    /* the loss sum stays non-finite once it is: the first forward that
+     * made it so names where a run diverged (a read of host memory; on a
+     * GPU it would cost a synchronisation per forward, so only the segment
+     * is known there) */
+    if (l == L - 1 && x->bad_step < 0 && x->be->host_memory && !isfinite(x->stats[0])) {
+        x->bad_step = k;
+        x->bad_worker = i;
+    }
     if (l == 0)
         drop_input(x, i);
 }
@@ -724,6 +734,15 @@ void cdp_exec_set_state(cdp_exec *x, int64_t v, const float *cur, const float *p
                              state + (size_t)j * x->m->nparams + off, nb);
         x->updates[l] = v;
     }
+}
+
+int cdp_exec_first_bad_loss(const cdp_exec *x, int64_t *step, int *worker)
+{
+    if (x->bad_step < 0)
+        return 0;
+    *step = x->bad_step;
+    *worker = x->bad_worker;
+    return 1;
 }
 
 void cdp_exec_take_train_stats(cdp_exec *x, double *loss_sum, double *correct, int64_t *samples)
