@@ -76,6 +76,36 @@ if [ -n "$s" ] && [ "$s" -gt 1 ]; then
         && pass "--steps $s: diverges in step $s, worker ${first#* }" || fail "--steps $s: $out"
 fi
 
+# Only the evaluation goes non-finite (training normalises with each
+# micro-batch's own statistics; evaluation with running statistics, here
+# one BatchNorm's running mean loaded at -3e38 from --init-weights, which
+# overflows to inf at the pooling): status 3 and the test loss named
+if command -v python3 >/dev/null 2>&1; then
+    ev="--model resnet20 --data synthetic:1x8x8 --eval-every 1"
+    run 1 $ev --steps 1 --quiet --save-weights "$TMP/r.st" >/dev/null 2>&1 || fail "resnet20 weights"
+    python3 - "$TMP/r.st" layer3.2.bn2.running_mean -3e38 <<'PY' || fail "editing the weights"
+import json, struct, sys
+path, name, value = sys.argv[1], sys.argv[2], float(sys.argv[3])
+raw = bytearray(open(path, "rb").read())
+(n,) = struct.unpack("<Q", raw[:8])
+a, b = json.loads(raw[8:8 + n])[name]["data_offsets"]
+for off in range(8 + n + a, 8 + n + b, 4):
+    raw[off:off + 4] = struct.pack("<f", value)
+open(path, "wb").write(raw)
+PY
+    for np in 1 2; do
+        out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" $ev --steps 2 \
+              --init-weights "$TMP/r.st" 2>&1 >/dev/null)
+        rc=$?
+        line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
+        if [ $rc -eq 3 ] && printf '%s\n' "$line" | grep -q "the test loss at the evaluation is not finite (\(nan\|inf\)) after step 2"; then
+            pass "np=$np: a non-finite evaluation alone stops with 3: $line"
+        else
+            fail "np=$np: non-finite evaluation: exit $rc: $out"
+        fi
+    done
+fi
+
 # A run that collapses to chance with a finite loss (cdp-v1/cdp-v2 on easy
 # synthetic data at lr 0.03 and momentum 0.9, where dp reaches 100%) gets one
 # warning naming the rule's delay and what to lower; dp, and cdp-v1 at lr
