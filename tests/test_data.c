@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -399,6 +400,46 @@ START_TEST(idx_zero_and_absurd)
     expect_idx_failure(img, lab, img, "absurd");
     write_images(img, gz, 0x803, 1, 65536, 65536, 0, 0);
     expect_idx_failure(img, lab, img, "absurd");
+}
+END_TEST
+
+/* This process's data size (VmData), in bytes; 0 if unknown. */
+static uint64_t vm_data_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmData: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb << 10;
+}
+
+/* A header's size is a claim, not an allocation (found by fuzz/fuzz_idx):
+ * a 100-byte file that claims 1000 images of 4096x4096 (16 GB, under the
+ * 16 GiB limit) is refused as truncated, with at most 1 GiB more data
+ * segment than the process has (RLIMIT_DATA), where it used to allocate
+ * the 16 GB up front (and, under that limit, failed "out of memory"). */
+START_TEST(idx_huge_claim)
+{
+    int gz = _i;
+    char img[512], lab[512];
+    names(gz, "huge", img, lab, sizeof img);
+    write_images(img, gz, 0x803, 1000, 4096, 4096, 100, 0);
+    write_labels(lab, gz, 0x801, 1000, 1000, 0, -1, 0);
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_DATA, &old), 0);
+    uint64_t now = vm_data_bytes();
+    ck_assert(now > 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)(now + ((uint64_t)1 << 30));
+    if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < lim.rlim_cur)
+        lim.rlim_cur = old.rlim_cur;
+    ck_assert_int_eq(setrlimit(RLIMIT_DATA, &lim), 0);
+    expect_idx_failure(img, lab, img, "truncated: expected 16777216000 pixel bytes, got 100");
+    ck_assert_int_eq(setrlimit(RLIMIT_DATA, &old), 0);
 }
 END_TEST
 
@@ -1574,6 +1615,7 @@ static Suite *data_suite(void)
     tcase_add_loop_test(tc, idx_label_range, 0, 2);
     tcase_add_loop_test(tc, idx_trailing, 0, 2);
     tcase_add_loop_test(tc, idx_zero_and_absurd, 0, 2);
+    tcase_add_loop_test(tc, idx_huge_claim, 0, 2);
     tcase_add_test(tc, idx_missing_file);
     tcase_add_test(tc, idx_corrupt_gzip);
     tcase_add_test(tc, idx_cut_gzip);

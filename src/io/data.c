@@ -29,6 +29,9 @@
 #define CDP_IDX_LABELS_MAGIC 0x00000801u
 #define CDP_CIFAR_DIM 3072
 #define CDP_CIFAR_RECORD (1 + CDP_CIFAR_DIM)
+/* The pixel buffer of an IDX file starts at this size (or the header's, if
+ * smaller) and doubles as the data arrives. */
+#define CDP_IDX_FIRST_ALLOC ((uint64_t)64 << 20)
 /* gzread takes an unsigned length but returns an int: read in chunks. */
 #define CDP_GZ_CHUNK ((uint64_t)1 << 30)
 
@@ -320,24 +323,38 @@ int cdp_load_idx(const char *images_path, const char *labels_path,
         goto fail;
     }
 
-    /* ---- images data */
-    pixels = malloc((size_t)(n * dim));
-    lab8 = malloc((size_t)n);
-    labels = malloc((size_t)n * sizeof *labels);
-    if (!pixels || !lab8 || !labels) {
-        set_err(err, errlen, "%s: out of memory for %llu images of %llu bytes",
-                images_path, (unsigned long long)n, (unsigned long long)dim);
-        goto fail;
-    }
-    rc = gz_read_full(fi, images_path, pixels, n * dim, &got, why, sizeof why);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", images_path, why);
-        goto fail;
-    }
-    if (rc > 0) {
-        set_err(err, errlen, "%s: truncated: expected %llu pixel bytes, got %llu",
-                images_path, (unsigned long long)(n * dim), (unsigned long long)got);
-        goto fail;
+    /* ---- images data: the header's size is only a claim, so the buffer
+     * grows as the bytes arrive (a file of a few bytes that claims 16 GiB
+     * is refused as truncated, without allocating them) */
+    uint64_t cap = n * dim < CDP_IDX_FIRST_ALLOC ? n * dim : CDP_IDX_FIRST_ALLOC, done = 0;
+    pixels = malloc((size_t)cap);
+    for (;;) {
+        if (!pixels) {
+            set_err(err, errlen, "%s: out of memory for %llu images of %llu bytes",
+                    images_path, (unsigned long long)n, (unsigned long long)dim);
+            goto fail;
+        }
+        rc = gz_read_full(fi, images_path, pixels + done, cap - done, &got, why, sizeof why);
+        done += got;
+        if (rc < 0) {
+            set_err(err, errlen, "%s: %s", images_path, why);
+            goto fail;
+        }
+        if (rc > 0) {
+            set_err(err, errlen, "%s: truncated: expected %llu pixel bytes, got %llu",
+                    images_path, (unsigned long long)(n * dim), (unsigned long long)done);
+            goto fail;
+        }
+        if (done == n * dim)
+            break;
+        cap = n * dim - cap < cap ? n * dim : 2 * cap;
+        uint8_t *grown = realloc(pixels, (size_t)cap);
+        if (!grown) {
+            free(pixels);
+            pixels = NULL;
+            continue;   /* reports the out of memory */
+        }
+        pixels = grown;
     }
     rc = gz_expect_eof(fi, images_path, why, sizeof why);
     if (rc < 0) {
@@ -350,7 +367,14 @@ int cdp_load_idx(const char *images_path, const char *labels_path,
         goto fail;
     }
 
-    /* ---- labels data */
+    /* ---- labels data (n bytes: no more than the pixels that came) */
+    lab8 = malloc((size_t)n);
+    labels = malloc((size_t)n * sizeof *labels);
+    if (!lab8 || !labels) {
+        set_err(err, errlen, "%s: out of memory for %llu labels", labels_path,
+                (unsigned long long)n);
+        goto fail;
+    }
     rc = gz_read_full(fl, labels_path, lab8, n, &got, why, sizeof why);
     if (rc < 0) {
         set_err(err, errlen, "%s: %s", labels_path, why);
