@@ -36,7 +36,9 @@
  *   layernorm, gelu, attention, tokens: through the layer kinds of src/nn
  *               (run_ops and the comments above each)
  *
- * Exit status 0, or 2 with a message on a malformed request. */
+ * Exit status 0; 1 when a result is not finite (every request holds finite
+ * inputs); 2 with a message on a malformed request. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +151,15 @@ static FILE *out;
 
 static void put(const char *name, uint32_t dtype, size_t n, const void *data)
 {
+    /* the probe's own check (exit 1): from finite inputs every result is
+     * finite */
+    for (size_t i = 0; i < n && (dtype == DT_F32 || dtype == DT_F64); i++) {
+        double v = dtype == DT_F32 ? (double)((const float *)data)[i] : ((const double *)data)[i];
+        if (!isfinite(v)) {
+            fprintf(stderr, "layer_probe: %s: %s[%zu] is not finite\n", req_path, name, i);
+            exit(1);
+        }
+    }
     uint32_t len = (uint32_t)strlen(name);
     uint64_t n64 = n;
     if (fwrite(&len, 4, 1, out) != 1 || fwrite(name, 1, len, out) != len ||

@@ -5,7 +5,10 @@
  * prints for each update c = 0 .. STEPS-1 the lr of update c and the N
  * parameters after it (%.9g: every float exactly).  KIND: sgd | adamw;
  * SCHEDULE: step | cosine.  The update is cdp_optim_step_at and the CPU
- * backend's sgd/adamw, as cdp_stage_update applies them. */
+ * backend's sgd/adamw, as cdp_stage_update applies them.  Exit status 1
+ * when its own checks fail (the lr of cdp_optim_step_at against
+ * cdp_optim_lr; the update out of place against in place, bit for bit),
+ * 2 on bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,20 +42,41 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         if (scanf("%f", &th[i]) != 1)
             return 2;
+    const size_t ns = cdp_optim_state_floats(&o, n);
+    float *out = malloc(n * sizeof *out), *state2 = malloc(ns * sizeof *state2);
+    if (!out || !state2)
+        return 2;
     for (long c = 0; c < steps; c++) {
         for (size_t i = 0; i < n; i++)
             if (scanf("%f", &g[i]) != 1)
                 return 2;
         const cdp_optim_step st = cdp_optim_step_at(&o, c);
-        if (st.kind == CDP_OPTIM_ADAMW)
+        /* the probe's own checks (exit 1): the step's lr is the schedule's,
+         * and the update written out of place (theta_out != theta_in, the
+         * executor's other path) has the bits of the one made in place */
+        if (st.lr != cdp_optim_lr(&o, c)) {
+            fprintf(stderr, "optim_probe: update %ld: step lr %.9g, schedule lr %.9g\n", c,
+                    (double)st.lr, (double)cdp_optim_lr(&o, c));
+            return 1;
+        }
+        memcpy(state2, state, ns * sizeof *state2);
+        if (st.kind == CDP_OPTIM_ADAMW) {
+            be->adamw(n, th, out, g, gscale, state2, state2 + n, &st.adamw, st.first, 0);
             be->adamw(n, th, th, g, gscale, state, state + n, &st.adamw, st.first, 0);
-        else
+        } else {
+            be->sgd(n, th, out, g, gscale, state2, st.lr, st.momentum, st.weight_decay, st.first, 0);
             be->sgd(n, th, th, g, gscale, state, st.lr, st.momentum, st.weight_decay, st.first, 0);
+        }
+        if (memcmp(out, th, n * sizeof *th) || memcmp(state2, state, ns * sizeof *state)) {
+            fprintf(stderr, "optim_probe: update %ld: the out-of-place update differs from the "
+                    "in-place one\n", c);
+            return 1;
+        }
         printf("%.9g", (double)st.lr);
         for (size_t i = 0; i < n; i++)
             printf(" %.9g", (double)th[i]);
         printf("\n");
     }
-    free(th); free(g); free(state);
+    free(th); free(g); free(state); free(out); free(state2);
     return 0;
 }
