@@ -1,14 +1,16 @@
 # A diverging run (non-finite loss) stops within 64 steps with one error line
-# that says what to lower, exit status 3, and leaves the checkpoint alone; a
-# run that collapses to chance with a finite loss gets one warning.
+# that says what to lower, exit status 3, and with --checkpoint writes the
+# last good state, never a non-finite one; a run that collapses to chance
+# with a finite loss gets one warning.
 . "$(dirname "$0")/lib.sh"
 diverge() {  # np expected-substring args...
     local np=$1 want=$2
     shift 2
     local out rc line last
-    out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" --data synthetic --epochs 5 \
-          --lr 1e6 "$@" 2>&1 >/dev/null)
+    timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" --data synthetic --epochs 5 \
+        --lr 1e6 "$@" >"$TMP/out" 2>"$TMP/err"
     rc=$?
+    out=$(cat "$TMP/err")
     line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
     last=$(printf '%s\n' "$line" | sed -n 's/.* in steps [0-9]*\.\.\([0-9]*\)[:,].*/\1/p')
     if [ $rc -eq 124 ]; then
@@ -31,16 +33,35 @@ for np in 1 2; do
     diverge $np "cdp-v2 less stable than dp.*lowering --lr or --momentum"
     diverge $np "cdp-v1 less stable than dp" --rule cdp-v1
     diverge $np "now 1e+06)$" --rule dp
-    # no checkpoint of the diverged state, and an earlier one is left as it was
-    rm -f "$TMP/c.st"
-    diverge $np "c.st not written" --checkpoint "$TMP/c.st"
-    [ ! -e "$TMP/c.st" ] || fail "np=$np: a checkpoint of the diverged state was written"
-    run $np --data synthetic --steps 10 --quiet --checkpoint "$TMP/c.st" >/dev/null \
-        || fail "np=$np: the first checkpoint could not be written"
-    cp "$TMP/c.st" "$TMP/c0.st"
-    diverge $np "c.st not written (the last one written, if any, holds the last good state" --checkpoint "$TMP/c.st"
-    cmp -s "$TMP/c.st" "$TMP/c0.st" && pass "np=$np: checkpoint left alone" \
-        || fail "np=$np: the checkpoint was overwritten by the diverged state"
+    # with --checkpoint, the last good state (the drained state at the start
+    # of the segment that diverged, here segments of one step) is written,
+    # bitwise the checkpoint that a run stopping at that step writes, also
+    # for a framework whose ranks hold some stages only
+    for fw in replicated zero; do
+        rm -f "$TMP"/c*.st
+        diverge $np "c.st holds the last good state (step [0-9]*)$" --checkpoint "$TMP/c.st" \
+            --framework $fw --checkpoint-every-steps 1000 --log-every 1 --metrics "$TMP/m.json"
+        s=$(sed -n 's/.*holds the last good state (step \([0-9]*\))$/\1/p' "$TMP/err")
+        if [ -z "$s" ] || [ ! -e "$TMP/c.st" ]; then
+            fail "np=$np $fw: no last good state written"
+        elif ! timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" --data synthetic --lr 1e6 \
+                --steps "$s" --eval-every 0 --quiet --framework $fw --checkpoint "$TMP/c1.st" \
+                >/dev/null 2>&1; then
+            fail "np=$np $fw: a run of $s steps failed"
+        elif cmp -s "$TMP/c.st" "$TMP/c1.st"; then
+            pass "np=$np $fw: the last good state (step $s) is the checkpoint of a run of $s steps"
+        else
+            fail "np=$np $fw: the last good state differs from the checkpoint of a run of $s steps"
+        fi
+    done
+    # an earlier checkpoint of that very state is left as it was
+    rm -f "$TMP"/c*.st
+    diverge $np "c.st holds the last good state (step [0-9]*)$" --checkpoint "$TMP/c.st" \
+        --checkpoint-every-steps 1
+    s=$(sed -n 's/.*holds the last good state (step \([0-9]*\))$/\1/p' "$TMP/err")
+    grep -q "checkpoint .* written at step $s" "$TMP/out" && [ "$(grep -c "written at step $s" "$TMP/out")" -eq 1 ] \
+        && pass "np=$np: the checkpoint of step $s written once" \
+        || fail "np=$np: the checkpoint of step $s not written exactly once: $(cat "$TMP/out")"
     # a run that does not diverge still exits 0
     if run $np --data synthetic --steps 100 --quiet >/dev/null 2>&1; then
         pass "np=$np: a normal run exits 0"
@@ -94,15 +115,64 @@ for off in range(8 + n + a, 8 + n + b, 4):
 open(path, "wb").write(raw)
 PY
     for np in 1 2; do
+        rm -f "$TMP/e.st"
         out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" $ev --steps 2 \
-              --init-weights "$TMP/r.st" 2>&1 >/dev/null)
+              --init-weights "$TMP/r.st" --checkpoint "$TMP/e.st" 2>&1 >/dev/null)
         rc=$?
         line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
-        if [ $rc -eq 3 ] && printf '%s\n' "$line" | grep -q "the test loss at the evaluation is not finite (\(nan\|inf\)) after step 2"; then
+        if [ $rc -eq 3 ] && [ ! -e "$TMP/e.st" ] && printf '%s\n' "$line" | grep -q "the test loss at the evaluation is not finite (\(nan\|inf\)) after step 2.*; no checkpoint written of the state that evaluates so$"; then
             pass "np=$np: a non-finite evaluation alone stops with 3: $line"
         else
             fail "np=$np: non-finite evaluation: exit $rc: $out"
         fi
+    done
+fi
+
+# A non-finite state that no loss shows: hidden unit 0 of fc0 never fires
+# (bias -1e30), so fc1's weights from it (3e38) get no gradient but weight
+# decay's 2 x 3e38 = inf, and the NaNs that follow stay in that dead unit
+# (the loss stays finite).  The state check at the segment boundaries stops
+# the run (after step 1 with segments of one step), with --checkpoint
+# writing step 0's state, and never a non-finite one.
+if command -v python3 >/dev/null 2>&1; then
+    run 1 --data synthetic --steps 1 --quiet --eval-every 0 --save-weights "$TMP/d.st" \
+        >/dev/null 2>&1 || fail "mlp weights"
+    python3 - "$TMP/d.st" <<'PY' || fail "editing the weights"
+import json, struct, sys
+path = sys.argv[1]
+raw = bytearray(open(path, "rb").read())
+(n,) = struct.unpack("<Q", raw[:8])
+head = json.loads(raw[8:8 + n])
+def put(name, index, value):
+    at = 8 + n + head[name]["data_offsets"][0] + 4 * index
+    raw[at:at + 4] = struct.pack("<f", value)
+put("fc0.bias", 0, -1e30)
+cols = head["fc1.weight"]["shape"][1]
+for row in range(head["fc1.weight"]["shape"][0]):
+    put("fc1.weight", row * cols, 3e38)
+open(path, "wb").write(raw)
+PY
+    dead="--data synthetic --weight-decay 2 --init-weights $TMP/d.st --eval-every 0"
+    for np in 1 2; do
+        for how in "--steps 20" "--steps 20 --log-every 1 --metrics $TMP/m.json"; do
+            rm -f "$TMP/s.st"
+            out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" $dead $how \
+                  --checkpoint "$TMP/s.st" 2>&1 >/dev/null)
+            rc=$?
+            line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
+            case $how in *log-every*) after=1 ;; *) after=20 ;; esac
+            if [ $rc -eq 3 ] && printf '%s\n' "$line" | grep -q "the model state (parameters, optimizer state) is not finite (\(nan\|inf\)) after step $after: .*s.st holds the last good state (step 0)$"; then
+                pass "np=$np $how: a non-finite state that no loss shows stops with 3: $line"
+            else
+                fail "np=$np $how: non-finite state: exit $rc: $out"
+            fi
+        done
+        # without --checkpoint too, rather than a finished run with NaN weights
+        out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" $dead --steps 20 \
+              --save-weights "$TMP/f.st" 2>&1 >/dev/null)
+        rc=$?
+        [ $rc -eq 3 ] && printf '%s\n' "$out" | grep -q "model state .* is not finite" \
+            && pass "np=$np: without --checkpoint: exit 3" || fail "np=$np: without --checkpoint: exit $rc: $out"
     done
 fi
 

@@ -200,6 +200,13 @@ typedef struct run {
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
     int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
+    /* --checkpoint: the last good state (check_state), what a diverged
+     * run writes: P(good_step), P(good_step - 1), the optimizer state, of
+     * this rank's stages (zero elsewhere); good_step -1: none */
+    float *good[3];
+    int64_t good_step;
+    int64_t checked_step;         /* the last step check_state saw, -1: none */
+    int state_bad;                /* the divergence is in the state, not the loss */
     char ckpt_path[4200];         /* its file */
     double last_progress;         /* wall time of the last progress line */
     int progress_shown;           /* a terminal line to clear */
@@ -409,6 +416,16 @@ static int phase_prepare(run *r)
              4 + nstate, n, o->model);
     FAIL_IF(!r->params || !r->final_params || !r->init_params || !r->prev_params ||
             !r->optim_state, r->err);
+    r->good_step = r->checked_step = -1;
+    if (o->checkpoint[0]) {
+        r->good[0] = malloc(n * sizeof(float));
+        r->good[1] = malloc(n * sizeof(float));
+        r->good[2] = malloc((size_t)nstate * n * sizeof(float));
+        snprintf(r->err, sizeof r->err, "out of memory: %.3g GB for --checkpoint's copy of the "
+                 "last good state (--model %.200s)",
+                 (2.0 + nstate) * (double)n * sizeof(float) / 1e9, o->model);
+        FAIL_IF(!r->good[0] || !r->good[1] || !r->good[2], r->err);
+    }
     cdp_model_init(&r->model, o->seed, r->params);
     if (o->init_weights[0]) {
         bad = cdp_load_weights(o->init_weights, &r->model, r->params, r->err, sizeof r->err);
@@ -506,12 +523,18 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
         snprintf(where, sizeof where, "in steps %lld..%lld", (long long)k0 + 1, (long long)k1);
     else
         snprintf(where, sizeof where, "after step %lld", (long long)k1);
-    if (o->checkpoint[0] && r->ckpt_step >= 0)
-        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not overwritten: it holds the last good "
-                 "state (step %lld)", r->ckpt_path, (long long)r->ckpt_step);
+    if (o->checkpoint[0] && k0 < 0 && !r->state_bad)   /* the evaluation: a finite state */
+        snprintf(ckpt, sizeof ckpt, "; no checkpoint written of the state that evaluates so%s",
+                 r->ckpt_step >= 0 ? " (the last one written is left as it was)" : "");
+    else if (o->checkpoint[0] && r->good_step >= 0 && r->ckpt_step == r->good_step)
+        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s holds the last good state (step %lld)",
+                 r->ckpt_path, (long long)r->ckpt_step);
+    else if (o->checkpoint[0] && r->ckpt_step >= 0)
+        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not overwritten (step %lld)",
+                 r->ckpt_path, (long long)r->ckpt_step);
     else if (o->checkpoint[0])
-        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not written (the last one written, if "
-                 "any, holds the last good state)", o->checkpoint);
+        snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not written: no state of this run was "
+                 "finite", o->checkpoint);
     fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; lower --lr "
             "(now %g)%s%s%s\n", what, bad == 2 ? "nan" : "inf", where, o->lr,
             o->rule == CDP_RULE_DP ? "" : "; the one-step gradient delay makes ", rule,
@@ -653,6 +676,66 @@ static int step_checkpoint_due(const run *r, int64_t k)
     return r->o.checkpoint[0] && K > 0 && k % K == 0;
 }
 
+/* 0 when every one of the n floats is finite, else 2 for a NaN, 1 for an
+ * infinity (agreed_stop's codes). */
+static int not_finite(const float *a, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i])) {
+            if (isnan(a[i])) return 2;
+            bad = 1;
+        }
+    return bad;
+}
+
+/* Collective, at every segment boundary (and before the first): the
+ * drained state after step r->k, this rank's stages copied to the host, is
+ * checked, every value on every rank finite.  A NaN or an infinity that
+ * reached the parameters or the optimizer state (a gradient's) without any
+ * loss showing it (a unit no sample activates carries it) stops the run
+ * here: the return value says nan (2) or inf (1).  With --checkpoint, a
+ * finite state becomes the last good state (the scratch copies r->params,
+ * prev_params and optim_state swap with r->good), what a divergence
+ * writes: no checkpoint of a non-finite state is ever written. */
+static int check_state(run *r)
+{
+    if (r->checked_step == r->k)
+        return 0;
+    const size_t n = r->model.nparams;
+    const size_t ns = (size_t)cdp_optim_state_buffers(&r->xc.optim) * n;
+    float *cand[3] = { r->params, r->prev_params, r->optim_state };
+    memset(cand[0], 0, n * sizeof(float));   /* other ranks' stages: zero, finite */
+    memset(cand[1], 0, n * sizeof(float));
+    memset(cand[2], 0, ns * sizeof(float));
+    cdp_exec_get_params(r->x, r->k, cand[0]);
+    cdp_exec_get_params(r->x, r->k > 0 ? r->k - 1 : 0, cand[1]);
+    cdp_exec_get_optim_state(r->x, cand[2]);
+    int a = not_finite(cand[0], n), b = not_finite(cand[1], n), c = not_finite(cand[2], ns);
+    int mine = a > b ? a : b, any;
+    if (c > mine) mine = c;
+    cdp_comm_allreduce_watched(&comm, &mine, &any, 1, MPI_INT, MPI_MAX, "the state check", r->k);
+    r->checked_step = r->k;
+    if (any || !r->o.checkpoint[0])
+        return any;
+    r->params = r->good[0], r->prev_params = r->good[1], r->optim_state = r->good[2];
+    r->good[0] = cand[0], r->good[1] = cand[1], r->good[2] = cand[2];
+    r->good_step = r->k;
+    return 0;
+}
+
+/* Collective, after a divergence with --checkpoint: the last good state
+ * written as the checkpoint of its step, unless it is already the last
+ * checkpoint written.  0, or 1 when it could not be written. */
+static int write_last_good(run *r)
+{
+    if (!r->o.checkpoint[0] || r->good_step < 0 || r->good_step == r->ckpt_step)
+        return 0;
+    cdp_exec_set_state(r->x, r->good_step, r->good[0], r->good_step > 0 ? r->good[1] : NULL,
+                       r->good[2]);
+    return write_checkpoint(r, r->good_step);
+}
+
 /* Returns the agreed signal, 0, or -1 when a checkpoint could not be
  * written (the error is reported). */
 static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
@@ -661,6 +744,10 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
     const int64_t every = r->o.checkpoint[0] ? r->o.checkpoint_every_steps : 0;
     *bad = 0;
     *bad_k0 = r->k;
+    if ((*bad = check_state(r))) {   /* the first: a resumed or loaded state */
+        r->state_bad = 1;
+        return 0;
+    }
     while (r->k < k_end) {
         int64_t k1 = r->k + chunk < k_end ? r->k + chunk : k_end;
         /* --checkpoint-every-steps and --log-every: a segment also ends after
@@ -696,7 +783,13 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
         for (int q = 0; q < 3; q++) ep_stats[q] += st[q];
         log_steps(r, st, dtmax, K);
         int stop = agreed_stop(st[0], bad, k1 - 1);
-        if (stop || *bad)
+        if (*bad)
+            return stop;
+        if ((*bad = check_state(r))) {
+            r->state_bad = 1;
+            return stop;
+        }
+        if (stop)
             return stop;
         /* at the epoch's end phase_train writes it, after the evaluation */
         if (r->k < k_end && step_checkpoint_due(r, r->k) && write_checkpoint(r, r->k))
@@ -731,6 +824,14 @@ static int phase_train(run *r)
             return 1;
         const int64_t k = r->k;
         if (diverged) {
+            if (write_last_good(r))
+                return 1;
+            if (r->state_bad) {
+                if (r->root)
+                    report_divergence(r, "model state (parameters, optimizer state)", diverged,
+                                      -1, k, INFINITY);
+                return DIVERGED;
+            }
             /* collective: the first non-finite forward over the ranks */
             int64_t bs;
             int bw;
@@ -876,6 +977,7 @@ static void release(run *r)
     cdp_data_free(&r->data);
     free(r->params); free(r->final_params); free(r->init_params);
     free(r->prev_params); free(r->optim_state);
+    free(r->good[0]); free(r->good[1]); free(r->good[2]);
     if (r->have_model) cdp_model_free(&r->model);
 }
 
