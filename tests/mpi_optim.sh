@@ -88,4 +88,16 @@ for bad in "--optimizer adam" "--betas 0.9" "--betas 0.9,1" "--betas -0.1,0.9" "
         fail "$bad: exit $rc: $out"
     fi
 done
+# AdamW's defaults are torch.optim.AdamW's (lr 0.001, weight decay 0.01),
+# SGD's stay lr 0.03 and no decay; a given --lr wins
+defaults() {  # want args...
+    local want=$1 out
+    shift
+    out=$(run 1 --data synthetic --steps 1 --eval-every 0 "$@" 2>&1)
+    printf '%s\n' "$out" | grep -q -- "$want" && pass "defaults $*: $want" \
+        || fail "defaults $*: no '$want' in: $out"
+}
+defaults "optimizer adamw: lr 0.001, betas 0.9,0.999, eps 1e-08, weight decay 0.01;" --optimizer adamw
+defaults "optimizer adamw: lr 0.02, .* weight decay 0.01;" --optimizer adamw --lr 0.02
+defaults "optimizer sgd: lr 0.03, momentum 0.9, weight decay 0;" --warmup-steps 1
 finish

@@ -28,7 +28,7 @@ typedef struct cdp_options {
     /* which of the options whose meaning depends on --optimizer or
      * --lr-schedule were given (--weight-decay's default depends on the
      * optimizer; the others are refused where they mean nothing) */
-    int given_weight_decay, given_momentum, given_betas, given_eps;
+    int given_lr, given_weight_decay, given_momentum, given_betas, given_eps;
     int given_lr_decay;      /* 1: --lr-decay-epochs, 2: --lr-gamma (or both) */
     uint64_t seed;
     char data[64];           /* a --data value (cdp_data_spec_parse), e.g. synthetic:3x32x32 */

@@ -69,7 +69,7 @@ void cdp_options_help(FILE *f)
 "  --epochs E             passes over the training set           [10]\n"
 "  --steps K              stop after K steps (overrides --epochs)\n"
 "  --optimizer O          sgd (as torch.optim.SGD) | adamw (as torch.optim.AdamW) [sgd]\n"
-"  --lr X                 learning rate                           [0.03]\n"
+"  --lr X                 learning rate             [sgd: 0.03; adamw: 0.001]\n"
 "  --momentum X           SGD momentum (sgd only)                 [0.9]\n"
 "  --betas B1,B2          AdamW's moment decays, each in [0, 1) (adamw only)\n"
 "                                                                 [0.9,0.999]\n"
@@ -352,7 +352,8 @@ static int parse_betas(const char *s, double betas[2], char *err, size_t errlen)
 }
 
 /* Options that mean nothing under the chosen optimizer or schedule are
- * refused; AdamW's weight decay defaults to torch.optim.AdamW's 0.01. */
+ * refused; AdamW's learning rate and weight decay default to
+ * torch.optim.AdamW's 0.001 and 0.01. */
 static int check_optimizer(cdp_options *o, char *err, size_t errlen)
 {
     const char *wrong = NULL, *needs = NULL, *hint = "";
@@ -369,6 +370,8 @@ static int check_optimizer(cdp_options *o, char *err, size_t errlen)
     }
     if (o->optimizer == CDP_OPTIM_ADAMW && !o->given_weight_decay)
         o->weight_decay = 0.01;
+    if (o->optimizer == CDP_OPTIM_ADAMW && !o->given_lr)
+        o->lr = 0.001;
     return 0;
 }
 
@@ -494,7 +497,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_DET: o->deterministic = 1; break;
         case O_EPOCHS: if (parse_int(opt, optarg, 1, 100000, &iv, err, errlen)) return -1; o->epochs = (int)iv; break;
         case O_STEPS: if (parse_int(opt, optarg, 1, (long long)1 << 40, &iv, err, errlen)) return -1; o->steps = iv; break;
-        case O_LR: if (parse_real(opt, optarg, 0, 1e6, &o->lr, err, errlen)) return -1; break;
+        case O_LR: if (parse_real(opt, optarg, 0, 1e6, &o->lr, err, errlen)) return -1; o->given_lr = 1; break;
         case O_MOM: if (parse_real(opt, optarg, 0, 1, &o->momentum, err, errlen)) return -1; o->given_momentum = 1; break;
         case O_WD: if (parse_real(opt, optarg, 0, 1e3, &o->weight_decay, err, errlen)) return -1; o->given_weight_decay = 1; break;
         case O_DECAY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->lr_decay_epochs = (int)iv; o->given_lr_decay |= 1; break;
