@@ -207,6 +207,7 @@ typedef struct run {
     int64_t good_step;
     int64_t checked_step;         /* the last step check_state saw, -1: none */
     int state_bad;                /* the divergence is in the state, not the loss */
+    size_t bad_index;             /* then the first parameter index whose state is not */
     char ckpt_path[4200];         /* its file */
     double last_progress;         /* wall time of the last progress line */
     int progress_shown;           /* a terminal line to clear */
@@ -508,7 +509,7 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
                               double first)
 {
     const cdp_options *o = &r->o;
-    char where[160], ckpt[1300] = "", rule[200] = "";
+    char where[300] = "", ckpt[1300] = "", rule[200] = "";
     if (o->rule != CDP_RULE_DP && o->optimizer == CDP_OPTIM_ADAMW)
         snprintf(rule, sizeof rule, "%s less stable than dp at a given --lr, so lowering --lr "
                  "helps", cdp_rule_name(o->rule));
@@ -521,6 +522,13 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
                  (long long)(first / r->N) + 1, (int)fmod(first, (double)r->N));
     else if (k0 >= 0)
         snprintf(where, sizeof where, "in steps %lld..%lld", (long long)k0 + 1, (long long)k1);
+    else if (r->state_bad)   /* where: the first tensor, by offset, holding one */
+        for (int t = 0; t < r->model.ntensors; t++) {
+            const cdp_tensor_info *ti = &r->model.tensors[t];
+            if (r->bad_index >= ti->off && r->bad_index < ti->off + ti->n)
+                snprintf(where, sizeof where, "after step %lld, first in %.96s[%zu] (stage %d)",
+                         (long long)k1, ti->name, r->bad_index - ti->off, ti->stage);
+        }
     else
         snprintf(where, sizeof where, "after step %lld", (long long)k1);
     if (o->checkpoint[0] && k0 < 0 && !r->state_bad)   /* the evaluation: a finite state */
@@ -677,14 +685,15 @@ static int step_checkpoint_due(const run *r, int64_t k)
 }
 
 /* 0 when every one of the n floats is finite, else 2 for a NaN, 1 for an
- * infinity (agreed_stop's codes). */
-static int not_finite(const float *a, size_t n)
+ * infinity (agreed_stop's codes), with *first lowered to the index of the
+ * first one modulo m. */
+static int not_finite(const float *a, size_t n, size_t m, size_t *first)
 {
     int bad = 0;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(a[i])) {
-            if (isnan(a[i])) return 2;
-            bad = 1;
+            if (i % m < *first) *first = i % m;
+            bad = isnan(a[i]) ? 2 : bad ? bad : 1;
         }
     return bad;
 }
@@ -711,13 +720,19 @@ static int check_state(run *r)
     cdp_exec_get_params(r->x, r->k, cand[0]);
     cdp_exec_get_params(r->x, r->k > 0 ? r->k - 1 : 0, cand[1]);
     cdp_exec_get_optim_state(r->x, cand[2]);
-    int a = not_finite(cand[0], n), b = not_finite(cand[1], n), c = not_finite(cand[2], ns);
-    int mine = a > b ? a : b, any;
-    if (c > mine) mine = c;
-    cdp_comm_allreduce_watched(&comm, &mine, &any, 1, MPI_INT, MPI_MAX, "the state check", r->k);
+    size_t first = n;
+    int code = 0;
+    for (int j = 0; j < 3; j++) {
+        int c = not_finite(cand[j], j < 2 ? n : ns, n, &first);
+        if (c > code) code = c;
+    }
+    /* one reduction: the worst code and the lowest index over the ranks */
+    double mine[2] = { code, -(double)first }, any[2];
+    cdp_comm_allreduce_watched(&comm, mine, any, 2, MPI_DOUBLE, MPI_MAX, "the state check", r->k);
     r->checked_step = r->k;
-    if (any || !r->o.checkpoint[0])
-        return any;
+    r->bad_index = (size_t)-any[1];
+    if (any[0] || !r->o.checkpoint[0])
+        return (int)any[0];
     r->params = r->good[0], r->prev_params = r->good[1], r->optim_state = r->good[2];
     r->good[0] = cand[0], r->good[1] = cand[1], r->good[2] = cand[2];
     r->good_step = r->k;
