@@ -1,7 +1,7 @@
 #!/bin/bash
 # ViT accuracy under every rule, as a user runs it: for each rule (RULES),
-#   mpirun -np 4 cdp_run --model vit-tiny --optimizer adamw --lr LR
-#       --weight-decay WD --lr-schedule cosine --warmup-steps W
+#   mpirun -np 4 cdp_run --model vit-tiny --optimizer adamw [--lr LR]
+#       [--weight-decay WD] --lr-schedule cosine --warmup-steps W
 #       --augment crop=4,flip --epochs E --rule RULE
 # on Fashion-MNIST (4 workers of 32 samples, 4 stages), one rule after the
 # other (they would share the cores), and reports each rule's test accuracy
@@ -9,22 +9,27 @@
 # between the rules' final accuracies.
 #
 # usage: bench/vit_accuracy.sh [BUILD_DIR]
-# environment: RULES ["dp cdp-v1 cdp-v2"]  EPOCHS [4]  LR [1e-3]  WD [0.05]
-#   WARMUP [200]  RANKS [4]  MODEL [vit-tiny]  EXTRA (more cdp_run options)
+# environment: RULES ["dp cdp-v1 cdp-v2"]  EPOCHS [15]  WARMUP [500]
+#   LR, WD [unset: cdp's AdamW defaults, torch.optim.AdamW's 0.001 and 0.01]
+#   RANKS [4]  MODEL [vit-tiny]  EXTRA (more cdp_run options)
+#   CORETYPE [unset: OpenBLAS picks the machine's kernel; an OPENBLAS_CORETYPE
+#   in the environment is removed] the kernel fixes sgemm's bits, so rules
+#   compared must run on one kernel
 #   OUT (keep the logs there)
-# Takes EPOCHS x ~4 min per rule on 2 cores (bench/RESULTS.md).
+# Takes EPOCHS x ~3.5-5 min per rule on 2 cores (bench/RESULTS.md).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
 CDP=$BUILD/cdp_run
 RULES=${RULES:-"dp cdp-v1 cdp-v2"}
-EPOCHS=${EPOCHS:-4}
-LR=${LR:-1e-3}
-WD=${WD:-0.05}
-WARMUP=${WARMUP:-200}
+EPOCHS=${EPOCHS:-15}
+LR=${LR:-}
+WD=${WD:-}
+WARMUP=${WARMUP:-500}
 RANKS=${RANKS:-4}
 MODEL=${MODEL:-vit-tiny}
 EXTRA=${EXTRA:-}
+if [ -n "${CORETYPE:-}" ]; then export OPENBLAS_CORETYPE=$CORETYPE; else unset OPENBLAS_CORETYPE; fi
 . "$here/common.sh"
 bench_start vit_accuracy.sh results.txt
 
@@ -33,8 +38,8 @@ echo "# cdp: $("$CDP" --version 2>&1 | head -1)"
 for rule in $RULES; do
     log=$tmp/$rule.log
     # shellcheck disable=SC2086
-    cmd="mpirun --oversubscribe -np $RANKS $CDP --model $MODEL --optimizer adamw --lr $LR \
---weight-decay $WD --lr-schedule cosine --warmup-steps $WARMUP --augment crop=4,flip \
+    cmd="mpirun --oversubscribe -np $RANKS $CDP --model $MODEL --optimizer adamw${LR:+ --lr $LR}\
+${WD:+ --weight-decay $WD} --lr-schedule cosine --warmup-steps $WARMUP --augment crop=4,flip \
 --epochs $EPOCHS --rule $rule $EXTRA"
     echo "\$ $cmd"
     t0=$(date +%s)
@@ -51,7 +56,7 @@ for rule in $RULES; do
     echo "$rule $acc $((t1 - t0))" | tee -a "$res"
 done
 echo
-echo "== summary ($MODEL, adamw lr $LR wd $WD, cosine, warm-up $WARMUP, crop=4,flip, $EPOCHS epochs, $RANKS ranks)"
+echo "== summary ($MODEL, adamw lr ${LR:-0.001} wd ${WD:-0.01}, cosine, warm-up $WARMUP, crop=4,flip, $EPOCHS epochs, $RANKS ranks)"
 awk '{ printf "  %-7s test accuracy %s  wall %d s\n", $1, $2, $3;
        if (n == 0 || $2 > hi) hi = $2; if (n == 0 || $2 < lo) lo = $2; n++ }
      END { if (n) printf "  RESULT largest gap between rules: %.2f points (lowest %s)\n", hi - lo, lo }' "$res"
