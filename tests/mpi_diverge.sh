@@ -184,7 +184,7 @@ fi
 # A run that collapses to chance with a finite loss (cdp-v1/cdp-v2 on easy
 # synthetic data at lr 0.03 and momentum 0.9, where dp reaches 100%) gets one
 # warning naming the rule's delay and what to lower; dp, and cdp-v1 at lr
-# 0.01, which train fine, get none.
+# 0.01, which train fine, get none, nor does a run of a few steps.
 collapse() {  # np want args...
     local np=$1 want=$2 out rc
     shift 2
@@ -212,5 +212,8 @@ for np in 1 2; do
     collapse $np "cdp-v2 less stable than dp" --rule cdp-v2
     collapse $np "" --rule dp
     collapse $np "" --rule cdp-v1 --lr 0.01
+    # a run that has barely started (epoch 2 is step 4 on 256 samples) is
+    # at chance without having collapsed: no warning before step 100
+    collapse $np "" --rule dp --data synthetic:n=256
 done
 finish

@@ -565,8 +565,9 @@ static void warn_collapse(run *r, const cdp_epoch_line *ln)
     const cdp_options *o = &r->o;
     const double C = r->model.classes, chance_loss = log(C);
     const int train = at_chance(ln->train_loss, ln->train_accuracy, C);
-    /* the first epoch may be anything (a warm-up, a slow start) */
-    if (r->collapse_warned || ln->epoch < 2 ||
+    /* the first epoch, the first 100 steps and the lr warm-up may be
+     * anything (a slow start; a short epoch of small data; an lr near 0) */
+    if (r->collapse_warned || ln->epoch < 2 || ln->step < 100 || ln->step <= o->warmup_steps ||
         !(train || at_chance(ln->test_loss, ln->test_accuracy, C)))
         return;
     r->collapse_warned = 1;
@@ -586,10 +587,6 @@ static void warn_collapse(run *r, const cdp_epoch_line *ln)
             o->rule == CDP_RULE_DP ? "" : " less stable than dp at the same settings)", lower);
 }
 
-/* Runs steps k..k_end-1 in segments; returns the signal that stopped them
- * (0: none), with the epoch's training statistics and time.  *bad: the
- * training loss of the segment ending at r->k was not finite (then it
- * stops, with *bad_k0 the segment's first step). */
 /* Progress inside an epoch, on rank 0 (not with --quiet): on a terminal one
  * line rewritten after every segment; otherwise (and under mpirun) a plain
  * line at most every 30 s, so that logs of long runs show life and short
@@ -751,8 +748,12 @@ static int write_last_good(run *r)
     return write_checkpoint(r, r->good_step);
 }
 
-/* Returns the agreed signal, 0, or -1 when a checkpoint could not be
- * written (the error is reported). */
+/* Runs steps k..k_end-1 in segments; returns the signal that stopped them
+ * (0: none), with the epoch's training statistics and time.  *bad: the
+ * training loss of the segment ending at r->k, or the state after it
+ * (r->state_bad), was not finite (then it stops, with *bad_k0 the
+ * segment's first step).  Returns the agreed signal, 0, or -1 when a
+ * checkpoint could not be written (the error is reported). */
 static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
                        int64_t *ep_steps, int *bad, int64_t *bad_k0)
 {
