@@ -130,7 +130,7 @@ static int bench_direct(void)
     const cdp_backend *be = cdp_backend_cpu(1);
     printf("# %s\n", be->describe());
     printf("# GFLOP/s fwd / bwd (dw + dx), 1 thread, best of %d alternated reps; "
-           "ratio = direct / im2col; def = the default policy's path\n", reps);
+           "ratio = direct / im2col; def = the default policy's path fwd / bwd\n", reps);
     printf("%-9s %4s %4s %4s %4s  %-11s  %-11s  %-11s %s\n", "shape", "Cin", "Cout", "P",
            "B", "im2col", "direct", "ratio", "def");
     double tot[2][2] = {{0}}, tot_f = 0;
@@ -160,12 +160,12 @@ static int bench_direct(void)
                 if (t2 - t1 < t[m][1]) t[m][1] = t2 - t1;
             }
         cdp_cpu_conv_direct = 1;
-        int def = cdp_cpu_conv_direct_use(&s);
+        int deff = cdp_cpu_conv_direct_use(&s, 0), defb = cdp_cpu_conv_direct_use(&s, 1);
         printf("%-9s %4d %4d %4d %4d ", h->net, s.Cin, s.Cout, P, s.B);
         for (int m = 0; m < 2; m++)
             printf("  %4.0f / %4.0f", fl / t[m][0] * 1e-9, 2 * fl / t[m][1] * 1e-9);
-        printf("  %4.2f / %4.2f  %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1],
-               def ? "direct" : "im2col");
+        printf("  %4.2f / %4.2f  %s / %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1],
+               deff ? "direct" : "im2col", defb ? "direct" : "im2col");
         fflush(stdout);
         for (int m = 0; m < 2; m++) {
             tot[m][0] += t[m][0];

@@ -227,7 +227,7 @@ void cdp_cpu_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
                 y[i * P + q] = b ? b[i % (size_t)Cout] : 0.0f;
         return;
     }
-    if (cdp_cpu_conv_direct_use(s)) {
+    if (cdp_cpu_conv_direct_use(s, 0)) {   /* kernels_conv_direct.c */
         cdp_cpu_conv2d_direct_fwd(s, x, w, b, y, ws);
         return;
     }
@@ -306,7 +306,7 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
     const size_t P = (size_t)p.P;
     if (db)
         conv_db(s, P, dy, db, accumulate);
-    if (cdp_cpu_conv_direct_use(s)) {
+    if (cdp_cpu_conv_direct_use(s, 1)) {   /* dw, dx: kernels_conv_direct.c */
         cdp_cpu_conv2d_direct_bwd(s, x, w, dy, dx, dw, accumulate, ws);
         return;
     }

@@ -19,7 +19,7 @@
  *     transposed weights wt[ci][co][kh'][kw'] = w[co][ci][2-kh'][2-kw'].
  *   - dw: dy laid out with row stride Wp (zeros at ow >= OW), so that
  *     dw[co][ci][kh][kw] = sum over q of dy[co][q] * xpad[ci][q + kh*Wp + kw];
- *     2 output channels x 9 taps of one ci in 18 registers of 16 lanes.
+ *     3 output channels x 9 taps of one ci in 27 registers of 16 lanes.
  *
  * Summation order (the same bits on every machine and thread count).  Every
  * product-and-add is one fmaf(): the AVX-512 kernels (_mm512_fmadd_ps, one
@@ -66,7 +66,7 @@
 
 int cdp_cpu_conv_direct = 1;
 int cdp_cpu_conv_direct_simd = 1;
-int cdp_cpu_conv_direct_cols = 1024;
+int cdp_cpu_conv_direct_cols = 4096;
 
 /* below this many multiply-adds a convolution runs on one thread (as im2col's) */
 #define DIRECT_MIN_PAR_MACS 4.0e6
@@ -93,15 +93,27 @@ int cdp_cpu_conv_direct_supported(const cdp_conv_shape *s)
            && s->OH == s->H + 2 * s->pad - 2 && s->OW == s->W + 2 * s->pad - 2;
 }
 
-/* The shapes that take the direct path by default: measured with
- * bench/conv_kernels.c (see the table in its raw output). */
-int cdp_cpu_conv_direct_use(const cdp_conv_shape *s)
+/* The shapes that take the direct path by default, forward (bwd = 0) or
+ * backward (dw and dx, bwd = 1), from bench/conv_kernels.c direct (1 thread,
+ * OpenBLAS Cooperlake; bench/raw/2026-11-24/conv_direct.txt): direct wins
+ * 1.1-2.2x forward and 1.1-2.1x backward from 7x7 up with 16..128 channels;
+ * it loses on 4x4 (half the lanes are padding: 0.56 / 0.51 at 512
+ * channels), backward at 256 channels on 7x7 (0.85: dw's lane sums and
+ * unaligned loads against a GEMM at its best), and on the one-channel stems
+ * (9 taps per tile: too little work per tile; forward at 64 outputs 0.87,
+ * backward 0.8-0.95), where im2col is nearly free anyway. */
+int cdp_cpu_conv_direct_use(const cdp_conv_shape *s, int bwd)
 {
     if (cdp_cpu_conv_direct <= 0 || !cdp_cpu_conv_direct_supported(s))
         return 0;
     if (cdp_cpu_conv_direct >= 2)
         return 1;
-    return s->OH * s->OW >= 49;
+    const int P = s->OH * s->OW;
+    if (P < 49)
+        return 0;
+    if (s->Cin == 1)
+        return !bwd && s->Cout <= 32;
+    return !bwd || P >= 196 || s->Cin * s->Cout <= 128 * 128;
 }
 
 static dplan dplan_make(const cdp_conv_shape *s)
@@ -322,12 +334,14 @@ CLONES static void dw_chunk_c(int g, int Ci, int Co, const float *xp, size_t psx
 }
 
 #ifdef HAVE_AVX512
+#define DW_NC 3   /* output channels per dw tile: 27 accumulators, 3 dy, 1 x */
+
 AVX static inline __attribute__((always_inline)) void
 dw_tile(const int NC, int g, int Ci, int Co, int co0, int ci, const float *xp, size_t psx,
         int Wp, const float *dyw, size_t ldy, float *part, int first)
 {
-    __m512 acc[2][9];
-#pragma GCC unroll 2
+    __m512 acc[DW_NC][9];
+#pragma GCC unroll 3
     for (int c = 0; c < NC; c++)
 #pragma GCC unroll 9
         for (int t = 0; t < 9; t++)
@@ -337,14 +351,17 @@ dw_tile(const int NC, int g, int Ci, int Co, int co0, int ci, const float *xp, s
         const float *xq = xp + ((size_t)gi * Ci + ci) * psx;
         const float *d = dyw + ((size_t)gi * Co + co0) * ldy;
         for (size_t v = 0; v < nv; v++) {
-            __m512 dv[2];
-#pragma GCC unroll 2
+            __m512 dv[DW_NC];
+#pragma GCC unroll 3
             for (int c = 0; c < NC; c++)
                 dv[c] = _mm512_loadu_ps(d + (size_t)c * ldy + v * VL);
 #pragma GCC unroll 9
             for (int t = 0; t < 9; t++) {
-                const __m512 xv = _mm512_loadu_ps(xq + v * VL + (size_t)(t / 3) * Wp + t % 3);
-#pragma GCC unroll 2
+                __m512 xv = _mm512_loadu_ps(xq + v * VL + (size_t)(t / 3) * Wp + t % 3);
+                /* one load per tap, shared by the NC channels (else gcc folds
+                 * it into every fma: NC split loads instead of one) */
+                __asm__("" : "+v"(xv));
+#pragma GCC unroll 3
                 for (int c = 0; c < NC; c++)
                     acc[c][t] = _mm512_fmadd_ps(dv[c], xv, acc[c][t]);
             }
@@ -361,9 +378,11 @@ dw_tile(const int NC, int g, int Ci, int Co, int co0, int ci, const float *xp, s
 AVX static void dw_chunk_avx(int g, int Ci, int Co, const float *xp, size_t psx, int Wp,
                              const float *dyw, size_t ldy, float *part, int first)
 {
-    for (int co0 = 0; co0 < Co; co0 += 2)
+    for (int co0 = 0; co0 < Co; co0 += DW_NC)
         for (int ci = 0; ci < Ci; ci++) {
-            if (Co - co0 >= 2)
+            if (Co - co0 >= 3)
+                dw_tile(3, g, Ci, Co, co0, ci, xp, psx, Wp, dyw, ldy, part, first);
+            else if (Co - co0 == 2)
                 dw_tile(2, g, Ci, Co, co0, ci, xp, psx, Wp, dyw, ldy, part, first);
             else
                 dw_tile(1, g, Ci, Co, co0, ci, xp, psx, Wp, dyw, ldy, part, first);
