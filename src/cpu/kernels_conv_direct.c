@@ -95,7 +95,7 @@ int cdp_cpu_conv_direct_supported(const cdp_conv_shape *s)
 
 /* The shapes that take the direct path by default, forward (bwd = 0) or
  * backward (dw and dx, bwd = 1), from bench/conv_kernels.c direct (1 thread,
- * OpenBLAS Cooperlake; bench/raw/2026-11-24/conv_direct.txt): direct wins
+ * OpenBLAS Cooperlake; bench/raw/2026-11-23/conv_direct.txt): direct wins
  * 1.1-2.2x forward and 1.1-2.1x backward from 7x7 up with 16..128 channels;
  * it loses on 4x4 (half the lanes are padding: 0.56 / 0.51 at 512
  * channels), backward at 256 channels on 7x7 (0.85: dw's lane sums and
