@@ -160,7 +160,7 @@ static int bench_direct(void)
                 if (t2 - t1 < t[m][1]) t[m][1] = t2 - t1;
             }
         cdp_cpu_conv_direct = 1;
-        int deff = cdp_cpu_conv_direct_use(&s, 0), defb = cdp_cpu_conv_direct_use(&s, 1);
+        int deff = cdp_cpu_conv_direct_use(&s, 0), defb = cdp_cpu_conv_direct_use(&s, 1);   /* bwd with dx */
         printf("%-9s %4d %4d %4d %4d ", h->net, s.Cin, s.Cout, P, s.B);
         for (int m = 0; m < 2; m++)
             printf("  %4.0f / %4.0f", fl / t[m][0] * 1e-9, 2 * fl / t[m][1] * 1e-9);

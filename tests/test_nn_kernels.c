@@ -603,8 +603,9 @@ START_TEST(conv_direct_simd_portable)
 }
 END_TEST
 
-/* the default policy takes the direct path on resnet20's 3x3 layers and
- * im2col where it measured slower (4x4) or cannot (stride 2) */
+/* the default policy takes the direct path on resnet20's 3x3 layers (the
+ * stem's backward when dx is not needed) and im2col where it measured
+ * slower (4x4) or cannot (stride 2) */
 START_TEST(conv_direct_policy)
 {
     cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28};
@@ -613,6 +614,9 @@ START_TEST(conv_direct_policy)
     cdp_cpu_conv_direct = 1;
     ck_assert(cdp_cpu_conv_direct_use(&r20, 0) && cdp_cpu_conv_direct_use(&r20, 1));
     ck_assert(!cdp_cpu_conv_direct_use(&r18l4, 0) && !cdp_cpu_conv_direct_use(&r18l4, 1));
+    cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28};
+    ck_assert(cdp_cpu_conv_direct_use(&stem, 0) && !cdp_cpu_conv_direct_use(&stem, 1)
+              && cdp_cpu_conv_direct_use(&stem, 2));
     ck_assert(!cdp_cpu_conv_direct_supported(&s2) && !cdp_cpu_conv_direct_use(&s2, 0));
     cdp_cpu_conv_direct = 0;
     ck_assert(!cdp_cpu_conv_direct_use(&r20, 0));

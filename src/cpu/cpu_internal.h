@@ -70,7 +70,8 @@ extern int cdp_cpu_conv_cols;
  * pixels a dw chunk of whole samples aims at (changes dw's bits). */
 extern int cdp_cpu_conv_direct, cdp_cpu_conv_direct_simd, cdp_cpu_conv_direct_cols;
 int cdp_cpu_conv_direct_supported(const struct cdp_conv_shape *s);
-int cdp_cpu_conv_direct_use(const struct cdp_conv_shape *s, int bwd);
+/* pass: 0 forward, 1 backward with dx, 2 backward without dx */
+int cdp_cpu_conv_direct_use(const struct cdp_conv_shape *s, int pass);
 size_t cdp_cpu_conv_direct_ws_floats(const struct cdp_conv_shape *s);
 void cdp_cpu_conv2d_direct_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
                                const float *b, float *y, float *ws);

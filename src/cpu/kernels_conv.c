@@ -306,7 +306,7 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
     const size_t P = (size_t)p.P;
     if (db)
         conv_db(s, P, dy, db, accumulate);
-    if (cdp_cpu_conv_direct_use(s, 1)) {   /* dw, dx: kernels_conv_direct.c */
+    if (cdp_cpu_conv_direct_use(s, dx ? 1 : 2)) {   /* dw, dx: kernels_conv_direct.c */
         cdp_cpu_conv2d_direct_bwd(s, x, w, dy, dx, dw, accumulate, ws);
         return;
     }

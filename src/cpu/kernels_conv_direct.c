@@ -93,16 +93,18 @@ int cdp_cpu_conv_direct_supported(const cdp_conv_shape *s)
            && s->OH == s->H + 2 * s->pad - 2 && s->OW == s->W + 2 * s->pad - 2;
 }
 
-/* The shapes that take the direct path by default, forward (bwd = 0) or
- * backward (dw and dx, bwd = 1), from bench/conv_kernels.c direct (1 thread,
- * OpenBLAS Cooperlake; bench/raw/2026-11-23/conv_direct.txt): direct wins
- * 1.1-2.2x forward and 1.1-2.1x backward from 7x7 up with 16..128 channels;
- * it loses on 4x4 (half the lanes are padding: 0.56 / 0.51 at 512
- * channels), backward at 256 channels on 7x7 (0.85: dw's lane sums and
- * unaligned loads against a GEMM at its best), and on the one-channel stems
- * (9 taps per tile: too little work per tile; forward at 64 outputs 0.87,
- * backward 0.8-0.95), where im2col is nearly free anyway. */
-int cdp_cpu_conv_direct_use(const cdp_conv_shape *s, int bwd)
+/* The shapes that take the direct path by default, for pass 0 (forward),
+ * 1 (backward: dw and dx) or 2 (backward, dw only: dx NULL), from
+ * bench/conv_kernels.c direct (1 thread, OpenBLAS Cooperlake;
+ * bench/raw/2026-11-23/conv_direct.txt): direct wins 1.1-2.2x forward and
+ * 1.1-2.1x backward from 7x7 up with 16..128 channels; it loses on 4x4
+ * (half the lanes are padding: 0.57 / 0.58 at 512 channels), backward at
+ * 256 channels on 7x7 (0.86: dw's lane sums and unaligned loads against a
+ * GEMM at its best), and on the one-channel stems forward at 64 outputs
+ * (0.87: 9 taps per tile, too little work per tile) and backward with dx
+ * (0.8-0.95: a dx of one channel fills one row of a tile).  A stem's dw
+ * alone (its dx is never needed in a network) is 1.1-1.25x faster direct. */
+int cdp_cpu_conv_direct_use(const cdp_conv_shape *s, int pass)
 {
     if (cdp_cpu_conv_direct <= 0 || !cdp_cpu_conv_direct_supported(s))
         return 0;
@@ -112,8 +114,8 @@ int cdp_cpu_conv_direct_use(const cdp_conv_shape *s, int bwd)
     if (P < 49)
         return 0;
     if (s->Cin == 1)
-        return !bwd && s->Cout <= 32;
-    return !bwd || P >= 196 || s->Cin * s->Cout <= 128 * 128;
+        return pass == 0 ? s->Cout <= 32 : pass == 2;
+    return pass == 0 || P >= 196 || s->Cin * s->Cout <= 128 * 128;
 }
 
 static dplan dplan_make(const cdp_conv_shape *s)
