@@ -22,6 +22,9 @@
  * the whole batch on the big early ones (64 channels on 28x28: 61 against
  * 88; its im2col, 115 MB there, no longer fits any cache).  A 1x1 stride-1
  * unpadded convolution of one sample needs no im2col (col is x_b itself).
+ * 3x3 stride-1 layers mostly skip all this: cdp_cpu_conv2d_fwd/bwd hand
+ * the shapes cdp_cpu_conv_direct_use() picks (measured) to the direct
+ * convolution of kernels_conv_direct.c (db stays here, conv_db).
  *
  * Determinism.  The chunks and their assignment to S "slots" depend only on
  * the shape and on cdp_cpu_gemm_split (the per-machine constant of
