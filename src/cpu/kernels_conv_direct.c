@@ -110,6 +110,12 @@ int cdp_cpu_conv_direct_use(const cdp_conv_shape *s, int pass)
         return 0;
     if (cdp_cpu_conv_direct >= 2)
         return 1;
+#ifdef HAVE_AVX512
+    if (!__builtin_cpu_supports("avx512f"))
+        return 0;   /* measured with the AVX-512 kernels only */
+#else
+    return 0;
+#endif
     const int P = s->OH * s->OW;
     if (P < 49)
         return 0;
