@@ -23,7 +23,15 @@
  *         -o conv_kernels -L.libs -lcdp -Wl,-rpath,$PWD/.libs -lopenblas -lm
  * Run:
  *     ./conv_kernels [REPS]          (default 3)
- * Each cell is "fwd / bwd" GFLOP/s; "all" is total flops over total time. */
+ *     ./conv_kernels direct [REPS]   im2col against the direct path
+ * Each cell is "fwd / bwd" GFLOP/s; "all" is total flops over total time.
+ *
+ * "direct" (kernels_conv_direct.c) times, for every 3x3 stride-1 shape of
+ * the lists above plus resnet20 at B = 32, the im2col path
+ * (cdp_cpu_conv_direct = 0, cols 1024) and the direct path
+ * (cdp_cpu_conv_direct = 2) alternately, rep by rep, in one process on 1
+ * thread (split 1), and prints both with the ratio direct / im2col and the
+ * path the default policy (cdp_cpu_conv_direct_use) takes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,11 +107,91 @@ static void time_conv(const cdp_backend *be, const cdp_conv_shape *s, const floa
     free(ws);
 }
 
+static const struct shp direct_shapes[] = {
+    {"r18 stem", 64, 1, 28, 64, 3, 1, 1},
+    {"r18 l1", 64, 64, 28, 64, 3, 1, 1},
+    {"r18 l2", 64, 128, 14, 128, 3, 1, 1},
+    {"r18 l3", 64, 256, 7, 256, 3, 1, 1},
+    {"r18 l4", 64, 512, 4, 512, 3, 1, 1},
+    {"r20 stem", 128, 1, 28, 16, 3, 1, 1},
+    {"r20 l1", 128, 16, 28, 16, 3, 1, 1},
+    {"r20 l2", 128, 32, 14, 32, 3, 1, 1},
+    {"r20 l3", 128, 64, 7, 64, 3, 1, 1},
+    {"r20 stem", 32, 1, 28, 16, 3, 1, 1},
+    {"r20 l1", 32, 16, 28, 16, 3, 1, 1},
+    {"r20 l2", 32, 32, 14, 32, 3, 1, 1},
+    {"r20 l3", 32, 64, 7, 64, 3, 1, 1},
+};
+
+/* im2col against direct, alternating rep by rep (see the top comment) */
+static int bench_direct(void)
+{
+    setenv("CDP_GEMM_SPLIT", "1", 1);
+    const cdp_backend *be = cdp_backend_cpu(1);
+    printf("# %s\n", be->describe());
+    printf("# GFLOP/s fwd / bwd (dw + dx), 1 thread, best of %d alternated reps; "
+           "ratio = direct / im2col; def = the default policy's path fwd / bwd\n", reps);
+    printf("%-9s %4s %4s %4s %4s  %-11s  %-11s  %-11s %s\n", "shape", "Cin", "Cout", "P",
+           "B", "im2col", "direct", "ratio", "def");
+    double tot[2][2] = {{0}}, tot_f = 0;
+    for (size_t i = 0; i < sizeof direct_shapes / sizeof *direct_shapes; i++) {
+        const struct shp *h = &direct_shapes[i];
+        cdp_conv_shape s = {h->B, h->Cin, h->H, h->H, h->Cout, h->k, h->k, h->stride, h->pad,
+                            0, 0};
+        s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+        s.OW = s.OH;
+        int K = s.Cin * s.KH * s.KW, P = s.OH * s.OW;
+        double fl = 2.0 * s.Cout * (double)K * s.B * P;
+        float *x = buf((size_t)s.B * s.Cin * s.H * s.W), *w = buf((size_t)s.Cout * K);
+        float *b = buf(s.Cout), *dy = buf((size_t)s.B * s.Cout * P);
+        float *y = buf((size_t)s.B * s.Cout * P), *dx = buf((size_t)s.B * s.Cin * s.H * s.W);
+        float *dw = buf((size_t)s.Cout * K), *db = buf(s.Cout);
+        float *ws = buf(be->conv2d_ws_floats(&s) + 1);
+        double t[2][2] = {{1e30, 1e30}, {1e30, 1e30}};
+        for (int r = 0; r < reps; r++)
+            for (int m = 0; m < 2; m++) {
+                cdp_cpu_conv_direct = m ? 2 : 0;
+                double t0 = now();
+                be->conv2d_fwd(&s, x, w, b, y, ws);
+                double t1 = now();
+                be->conv2d_bwd(&s, x, w, dy, dx, dw, db, 0, ws);
+                double t2 = now();
+                if (t1 - t0 < t[m][0]) t[m][0] = t1 - t0;
+                if (t2 - t1 < t[m][1]) t[m][1] = t2 - t1;
+            }
+        cdp_cpu_conv_direct = 1;
+        int deff = cdp_cpu_conv_direct_use(&s, 0), defb = cdp_cpu_conv_direct_use(&s, 1);   /* bwd with dx */
+        printf("%-9s %4d %4d %4d %4d ", h->net, s.Cin, s.Cout, P, s.B);
+        for (int m = 0; m < 2; m++)
+            printf("  %4.0f / %4.0f", fl / t[m][0] * 1e-9, 2 * fl / t[m][1] * 1e-9);
+        printf("  %4.2f / %4.2f  %s / %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1],
+               deff ? "direct" : "im2col", defb ? "direct" : "im2col");
+        fflush(stdout);
+        for (int m = 0; m < 2; m++) {
+            tot[m][0] += t[m][0];
+            tot[m][1] += t[m][1];
+        }
+        tot_f += fl;
+        free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db); free(ws);
+    }
+    printf("%-9s %4s %4s %4s %4s ", "all", "", "", "", "");
+    for (int m = 0; m < 2; m++)
+        printf("  %4.0f / %4.0f", tot_f / tot[m][0] * 1e-9, 2 * tot_f / tot[m][1] * 1e-9);
+    printf("  %4.2f / %4.2f\n", tot[0][0] / tot[1][0], tot[0][1] / tot[1][1]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cdp_backend_cpu_preinit(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "direct") == 0) {
+        if (argc > 2)
+            reps = atoi(argv[2]) > 0 ? atoi(argv[2]) : 3;
+        return bench_direct();
+    }
     if (argc > 1)
         reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : 3;
+    cdp_cpu_conv_direct = 0;   /* the im2col layouts only */
     setenv("CDP_GEMM_SPLIT", "1", 1);
     const cdp_backend *be = cdp_backend_cpu(1);
     printf("# %s\n", be->describe());

@@ -13,6 +13,12 @@
  *      the concatenated data, a hand example, and the eval formula;
  *   6. max pooling's first-maximum tie-breaking and padding, average
  *      pooling's summation order.
+ * The direct 3x3 stride-1 convolution (kernels_conv_direct.c) is forced on
+ * (cdp_cpu_conv_direct = 2) over its own shapes (channels 1..64, images 28,
+ * 14, 8, 7, 5x9, 3x3, B = 1, 3, 32, pad 0, 1, 2) for 1 and 3: against the
+ * reference, dx NULL, accumulate, threads; its AVX-512 and portable kernels
+ * must give the same bits, and its bits must differ from im2col's somewhere
+ * (proof that the switch reached it).
  * The transformer kernels (TCase "tokens": batched GEMM, softmax, LayerNorm,
  * GELU, patch/class tokens, add_rows, sum_rows, copy_rows) likewise: double
  * references with direct loops (the GEMM for all four transpose cases, with
@@ -29,6 +35,7 @@
 
 #include "cdp/backend.h"
 #include "cdp/rng.h"
+#include "../src/cpu/cpu_internal.h"   /* cdp_cpu_conv_direct*: the path switches */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -399,6 +406,223 @@ START_TEST(conv_threads)
                 conv_out_free(&o[r]);
             free(x); free(w); free(b); free(dy);
         }
+}
+END_TEST
+
+/* ------------------------------------------------------------ direct conv */
+
+/* B, Cin, H, W, Cout, pad, bias: 3x3 stride 1, all taken by the direct path
+ * when forced (tails of 1..3 channels and of 1..3 vectors included) */
+static const int direct_shapes[][7] = {
+    {3, 16, 28, 28, 16, 1, 1},   /* resnet20 stage 1 */
+    {1, 32, 14, 14, 32, 1, 0},   /* stage 2, one sample */
+    {32, 16, 7, 7, 32, 1, 1},    /* many samples per dw chunk */
+    {3, 64, 7, 7, 64, 1, 0},     /* stage 3 */
+    {32, 1, 28, 28, 16, 1, 1},   /* stem */
+    {3, 8, 8, 8, 5, 1, 1},       /* odd Cout: tiles of 3 and 2 channels */
+    {3, 3, 5, 9, 7, 1, 1},       /* odd, non-square */
+    {2, 4, 5, 9, 3, 0, 0},       /* pad 0 */
+    {2, 16, 28, 28, 32, 0, 1},   /* pad 0 at 28 */
+    {1, 5, 9, 6, 4, 2, 1},       /* pad 2 */
+    {3, 2, 3, 3, 2, 0, 1},       /* one output pixel */
+};
+#define NDIRECT (sizeof direct_shapes / sizeof *direct_shapes)
+
+static cdp_conv_shape direct_shape(int i)
+{
+    const int *v = direct_shapes[i];
+    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], 3, 3, 1, v[5], 0, 0};
+    s.OH = s.H + 2 * s.pad - 2;
+    s.OW = s.W + 2 * s.pad - 2;
+    ck_assert_msg(cdp_cpu_conv_direct_supported(&s), "direct shape %d not supported", i);
+    return s;
+}
+
+struct direct_in {
+    float *x, *w, *b, *dy;
+};
+
+static struct direct_in direct_in_make(const cdp_conv_shape *s, uint64_t seed)
+{
+    struct direct_in in = {fbuf(nx_of(s)), fbuf(nw_of(s)), fbuf((size_t)s->Cout),
+                           fbuf(ny_of(s))};
+    fill(in.x, nx_of(s), seed, -1, 1);
+    fill(in.w, nw_of(s), seed + 1, -0.5f, 0.5f);
+    fill(in.b, (size_t)s->Cout, seed + 2, -1, 1);
+    fill(in.dy, ny_of(s), seed + 3, -1, 1);
+    return in;
+}
+
+static void direct_in_free(struct direct_in *in)
+{
+    free(in->x); free(in->w); free(in->b); free(in->dy);
+}
+
+START_TEST(conv_direct_vs_reference)
+{
+    static const char *splits[] = {NULL, "1", "4"};
+    cdp_cpu_conv_direct = 2;
+    for (size_t sp = 0; sp < 3; sp++)
+        for (size_t i = 0; i < NDIRECT; i++) {
+            const cdp_backend *be = cpu_split(2, splits[sp]);
+            cdp_conv_shape s = direct_shape((int)i);
+            int bias = direct_shapes[i][6];
+            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
+            struct direct_in in = direct_in_make(&s, 100 + 10 * i);
+            struct conv_out o;
+            conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &o);
+            double *xd = to_d(in.x, nx), *wd = to_d(in.w, nw), *bd = to_d(in.b, s.Cout);
+            double *dyd = to_d(in.dy, ny), *y = dbuf(ny), *dx = dbuf(nx), *dw = dbuf(nw);
+            double *db = dbuf(s.Cout);
+            conv_ref_fwd(&s, xd, wd, bias ? bd : NULL, y);
+            conv_ref_bwd(&s, xd, wd, dyd, dx, dw, db);
+            char what[96];
+            snprintf(what, sizeof what, "direct shape %zu split %s", i, splits[sp] ? splits[sp] : "-");
+            check_close(what, o.y, y, ny, 1e-5);
+            check_close(what, o.dx, dx, nx, 1e-5);
+            check_close(what, o.dw, dw, nw, 1e-5);
+            if (bias)
+                check_close(what, o.db, db, s.Cout, 1e-5);
+            conv_out_free(&o);
+            direct_in_free(&in);
+            free(xd); free(wd); free(bd); free(dyd); free(y); free(dx); free(dw); free(db);
+        }
+}
+END_TEST
+
+/* dx NULL leaves dw and db as they are with dx; accumulate adds exactly the
+ * result computed alone (then add()) */
+START_TEST(conv_direct_accumulate_dx_null)
+{
+    cdp_cpu_conv_direct = 2;
+    for (int t = 1; t <= 2; t++)
+        for (size_t i = 0; i < NDIRECT; i++) {
+            const cdp_backend *be = cpu_split(t, NULL);
+            cdp_conv_shape s = direct_shape((int)i);
+            size_t nx = nx_of(&s), nw = nw_of(&s);
+            struct direct_in in = direct_in_make(&s, 300 + 10 * i);
+            float *dx = fbuf(nx), *gw = fbuf(nw), *gb = fbuf(s.Cout);
+            float *nw_ = fbuf(nw), *nb = fbuf(s.Cout);
+            float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
+            size_t nws = be->conv2d_ws_floats(&s);
+            float *ws = fbuf(nws + 1);
+            fill(ws, nws, 97, -1e30f, 1e30f);
+            be->conv2d_bwd(&s, in.x, in.w, in.dy, dx, gw, gb, 0, ws);
+            fill(ws, nws, 96, -1e30f, 1e30f);
+            be->conv2d_bwd(&s, in.x, in.w, in.dy, NULL, nw_, nb, 0, ws);
+            check_same("direct dx NULL dw", gw, nw_, nw * sizeof *gw);
+            check_same("direct dx NULL db", gb, nb, s.Cout * sizeof *gb);
+            fill(sw, nw, 53, -3, 3);
+            fill(sb, s.Cout, 54, -3, 3);
+            memcpy(aw, sw, nw * sizeof *aw);
+            memcpy(ab, sb, s.Cout * sizeof *ab);
+            be->add(nw, sw, gw);
+            be->add(s.Cout, sb, gb);
+            be->conv2d_bwd(&s, in.x, in.w, in.dy, i % 2 ? NULL : dx, aw, ab, 1, ws);
+            check_same("direct accumulate dw", sw, aw, nw * sizeof *sw);
+            check_same("direct accumulate db", sb, ab, s.Cout * sizeof *sb);
+            direct_in_free(&in);
+            free(dx); free(gw); free(gb); free(nw_); free(nb); free(sw); free(sb);
+            free(aw); free(ab); free(ws);
+        }
+}
+END_TEST
+
+static void check_same_out(const char *what, const cdp_conv_shape *s, const struct conv_out *a,
+                           const struct conv_out *b, int bias)
+{
+    char m[96];
+    snprintf(m, sizeof m, "%s y", what);
+    check_same(m, a->y, b->y, ny_of(s) * sizeof(float));
+    snprintf(m, sizeof m, "%s dx", what);
+    check_same(m, a->dx, b->dx, nx_of(s) * sizeof(float));
+    snprintf(m, sizeof m, "%s dw", what);
+    check_same(m, a->dw, b->dw, nw_of(s) * sizeof(float));
+    if (bias) {
+        snprintf(m, sizeof m, "%s db", what);
+        check_same(m, a->db, b->db, s->Cout * sizeof(float));
+    }
+}
+
+/* the same bits with 1, 2, 3 threads (split 2 by default here, and 4) */
+START_TEST(conv_direct_threads)
+{
+    static const char *splits[] = {"2", "4"};
+    cdp_cpu_conv_direct = 2;
+    for (size_t sp = 0; sp < 2; sp++)
+        for (size_t i = 0; i < NDIRECT; i++) {
+            cdp_conv_shape s = direct_shape((int)i);
+            int bias = direct_shapes[i][6];
+            struct direct_in in = direct_in_make(&s, 500 + 10 * i);
+            static const int thr[3] = {1, 2, 3};
+            struct conv_out o[3];
+            for (int r = 0; r < 3; r++)
+                conv_run(cpu_split(thr[r], splits[sp]), &s, in.x, in.w, bias ? in.b : NULL,
+                         in.dy, &o[r]);
+            for (int r = 1; r < 3; r++)
+                check_same_out("direct threads", &s, &o[0], &o[r], bias);
+            for (int r = 0; r < 3; r++)
+                conv_out_free(&o[r]);
+            direct_in_free(&in);
+        }
+}
+END_TEST
+
+/* the AVX-512 kernels and the portable fmaf ones: the same chains, the same
+ * bits (on a machine without AVX-512 both runs take the portable ones); and
+ * the direct path's bits differ from im2col's (another summation order), so
+ * the tests above did run it */
+START_TEST(conv_direct_simd_portable)
+{
+    int differs = 0;
+    for (size_t i = 0; i < NDIRECT; i++) {
+        const cdp_backend *be = cpu_split(2, NULL);
+        cdp_conv_shape s = direct_shape((int)i);
+        int bias = direct_shapes[i][6];
+        struct direct_in in = direct_in_make(&s, 700 + 10 * i);
+        struct conv_out simd, port, gemm;
+        cdp_cpu_conv_direct = 2;
+        cdp_cpu_conv_direct_simd = 1;
+        conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &simd);
+        cdp_cpu_conv_direct_simd = 0;
+        conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &port);
+        cdp_cpu_conv_direct_simd = 1;
+        check_same_out("direct simd vs portable", &s, &simd, &port, bias);
+        cdp_cpu_conv_direct = 0;
+        conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &gemm);
+        cdp_cpu_conv_direct = 1;
+        if (memcmp(simd.y, gemm.y, ny_of(&s) * sizeof(float)) != 0
+            && memcmp(simd.dw, gemm.dw, nw_of(&s) * sizeof(float)) != 0)
+            differs++;
+        conv_out_free(&simd);
+        conv_out_free(&port);
+        conv_out_free(&gemm);
+        direct_in_free(&in);
+    }
+    ck_assert_msg(differs >= 3, "direct and im2col bits differ on only %d shapes", differs);
+}
+END_TEST
+
+/* the default policy takes the direct path on resnet20's 3x3 layers (the
+ * stem's backward when dx is not needed) and im2col where it measured
+ * slower (4x4) or cannot (stride 2) */
+START_TEST(conv_direct_policy)
+{
+    cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28};
+    cdp_conv_shape r18l4 = {64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4};
+    cdp_conv_shape s2 = {8, 16, 28, 28, 32, 3, 3, 2, 1, 14, 14};
+    cdp_cpu_conv_direct = 1;
+    ck_assert(cdp_cpu_conv_direct_use(&r20, 0) && cdp_cpu_conv_direct_use(&r20, 1));
+    ck_assert(!cdp_cpu_conv_direct_use(&r18l4, 0) && !cdp_cpu_conv_direct_use(&r18l4, 1));
+    cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28};
+    ck_assert(cdp_cpu_conv_direct_use(&stem, 0) && !cdp_cpu_conv_direct_use(&stem, 1)
+              && cdp_cpu_conv_direct_use(&stem, 2));
+    ck_assert(!cdp_cpu_conv_direct_supported(&s2) && !cdp_cpu_conv_direct_use(&s2, 0));
+    cdp_cpu_conv_direct = 0;
+    ck_assert(!cdp_cpu_conv_direct_use(&r20, 0));
+    cdp_cpu_conv_direct = 2;
+    ck_assert(cdp_cpu_conv_direct_use(&r18l4, 1));
+    cdp_cpu_conv_direct = 1;
 }
 END_TEST
 
@@ -1546,6 +1770,11 @@ static Suite *nn_kernels_suite(void)
     tcase_add_test(tc, conv_vs_reference);
     tcase_add_test(tc, conv_accumulate);
     tcase_add_test(tc, conv_threads);
+    tcase_add_test(tc, conv_direct_vs_reference);
+    tcase_add_test(tc, conv_direct_accumulate_dx_null);
+    tcase_add_test(tc, conv_direct_threads);
+    tcase_add_test(tc, conv_direct_simd_portable);
+    tcase_add_test(tc, conv_direct_policy);
     suite_add_tcase(s, tc);
     tc = tcase_create("batchnorm");
     tcase_set_timeout(tc, 120);

@@ -123,6 +123,13 @@ const cdp_backend *cdp_backend_cpu(int threads)
         threads = cpus;
     cdp_cpu_set_threads(threads);
     cdp_cpu_gemm_split = gemm_split_default();
+    /* CDP_CONV_DIRECT=0|1|2: the direct 3x3 convolution never, on the
+     * measured shapes (default), on every shape it supports (A/B runs) */
+    const char *cd = getenv("CDP_CONV_DIRECT");
+    if (cd && (strcmp(cd, "0") == 0 || strcmp(cd, "1") == 0 || strcmp(cd, "2") == 0))
+        cdp_cpu_conv_direct = cd[0] - '0';
+    else if (cd && *cd)
+        fprintf(stderr, "cdp: warning: ignoring CDP_CONV_DIRECT='%s' (expected 0, 1 or 2)\n", cd);
 
     const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();

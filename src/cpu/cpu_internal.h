@@ -2,6 +2,7 @@
  *
  * kernels_cpu.c   the kernels (OpenBLAS sgemm + OpenMP elementwise loops)
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
+ * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_norm.c  batchnorm (train, eval, backward, running statistics)
  * kernels_pool.c  max and global average pooling, add3
  * kernels_tokens.c transformer kernels (batched GEMM, softmax, LayerNorm,
@@ -60,6 +61,24 @@ size_t cdp_cpu_conv2d_ws_floats(const struct cdp_conv_shape *s);
  * bench/conv_kernels.c can compare layouts.  Changing it changes bits and
  * the workspace size. */
 extern int cdp_cpu_conv_cols;
+/* Direct (im2col-free) 3x3 stride-1 convolution (kernels_conv_direct.c),
+ * called from cdp_cpu_conv2d_fwd/bwd for the shapes where
+ * cdp_cpu_conv_direct_use() says so.  cdp_cpu_conv_direct: 0 never, 1 the
+ * measured shapes (default), 2 every supported shape (tests, benchmarks).
+ * cdp_cpu_conv_direct_simd = 0 forces the portable kernels (same bits as
+ * the AVX-512 ones; tests compare them).  cdp_cpu_conv_direct_cols: flat
+ * pixels a dw chunk of whole samples aims at (changes dw's bits). */
+extern int cdp_cpu_conv_direct, cdp_cpu_conv_direct_simd, cdp_cpu_conv_direct_cols;
+int cdp_cpu_conv_direct_supported(const struct cdp_conv_shape *s);
+/* pass: 0 forward, 1 backward with dx, 2 backward without dx */
+int cdp_cpu_conv_direct_use(const struct cdp_conv_shape *s, int pass);
+size_t cdp_cpu_conv_direct_ws_floats(const struct cdp_conv_shape *s);
+void cdp_cpu_conv2d_direct_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                               const float *b, float *y, float *ws);
+/* dw (= or += with accumulate) and dx (when not NULL); not db */
+void cdp_cpu_conv2d_direct_bwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                               const float *dy, float *dx, float *dw, int accumulate,
+                               float *ws);
 
 void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
                           const float *beta, float eps, float *y, float *save, double *stats);

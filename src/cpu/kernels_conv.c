@@ -22,6 +22,9 @@
  * the whole batch on the big early ones (64 channels on 28x28: 61 against
  * 88; its im2col, 115 MB there, no longer fits any cache).  A 1x1 stride-1
  * unpadded convolution of one sample needs no im2col (col is x_b itself).
+ * 3x3 stride-1 layers mostly skip all this: cdp_cpu_conv2d_fwd/bwd hand
+ * the shapes cdp_cpu_conv_direct_use() picks (measured) to the direct
+ * convolution of kernels_conv_direct.c (db stays here, conv_db).
  *
  * Determinism.  The chunks and their assignment to S "slots" depend only on
  * the shape and on cdp_cpu_gemm_split (the per-machine constant of
@@ -116,7 +119,8 @@ static void conv_chunk(const cdp_conv_shape *s, const conv_plan *p, int sl, int 
 size_t cdp_cpu_conv2d_ws_floats(const cdp_conv_shape *s)
 {
     conv_plan p = conv_plan_make(s);
-    return (size_t)p.S * p.slot;
+    size_t n = (size_t)p.S * p.slot, d = cdp_cpu_conv_direct_ws_floats(s);
+    return n > d ? n : d;   /* either path may run (cdp_cpu_conv_direct) */
 }
 
 static int conv_threads(const cdp_conv_shape *s, const conv_plan *p)
@@ -226,6 +230,10 @@ void cdp_cpu_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
                 y[i * P + q] = b ? b[i % (size_t)Cout] : 0.0f;
         return;
     }
+    if (cdp_cpu_conv_direct_use(s, 0)) {   /* kernels_conv_direct.c */
+        cdp_cpu_conv2d_direct_fwd(s, x, w, b, y, ws);
+        return;
+    }
     const int nt = conv_threads(s, &p);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
     for (int sl = 0; sl < p.S; sl++) {
@@ -301,6 +309,10 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
     const size_t P = (size_t)p.P;
     if (db)
         conv_db(s, P, dy, db, accumulate);
+    if (cdp_cpu_conv_direct_use(s, dx ? 1 : 2)) {   /* dw, dx: kernels_conv_direct.c */
+        cdp_cpu_conv2d_direct_bwd(s, x, w, dy, dx, dw, accumulate, ws);
+        return;
+    }
     const int nt = conv_threads(s, &p);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
     for (int sl = 0; sl < p.S; sl++) {
