@@ -924,6 +924,80 @@ START_TEST(bn_threads)
 }
 END_TEST
 
+/* The CPU kernels' documented formulas (kernels_norm.c), one channel at a
+ * time, written plainly: the kernels take channels in groups and vectors,
+ * and must still give exactly these bits, for any C, thread count and
+ * vector path.  (The sums of floats in double are nearly always exact, so
+ * order shows in M2 and the backward's sums.) */
+START_TEST(bn_formula_bits)
+{
+    static const int shapes[][3] = {{3, 1, 7}, {2, 3, 5}, {2, 4, 9}, {3, 5, 13}, {2, 9, 30},
+                                    {8, 16, 784}, {4, 7, 196}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        int B = shapes[i][0], C = shapes[i][1], HW = shapes[i][2];
+        size_t n = (size_t)B * C * HW;
+        float *x = fbuf(n), *g = fbuf(C), *bt = fbuf(C), *dy = fbuf(n), *y = fbuf(n),
+              *sv = fbuf(2 * C), *dx = fbuf(n), *dg = fbuf(C), *db = fbuf(C);
+        float *ey = fbuf(n), *esv = fbuf(2 * C), *edx = fbuf(n), *edg = fbuf(C), *edb = fbuf(C);
+        double *st = dbuf(2 * C), *est = dbuf(2 * C);
+        fill(x, n, 130 + i, -1, 3);
+        fill(g, C, 131 + i, 0.5f, 1.5f);
+        fill(bt, C, 132 + i, -1, 1);
+        fill(dy, n, 133 + i, -1, 1);
+        const double nd = (double)B * HW;
+        const float nf = (float)nd;
+        for (int c = 0; c < C; c++) {
+            double sum = 0, m2 = 0, sdy = 0, sdyx = 0;
+            for (int b = 0; b < B; b++)
+                for (int p = 0; p < HW; p++)
+                    sum += (double)x[((size_t)b * C + c) * HW + p];
+            double mean = sum / nd;
+            for (int b = 0; b < B; b++)
+                for (int p = 0; p < HW; p++) {
+                    double d = (double)x[((size_t)b * C + c) * HW + p] - mean;
+                    m2 += d * d;
+                }
+            float fm = (float)mean, is = (float)(1.0 / sqrt(m2 / nd + (double)1e-5f));
+            for (int b = 0; b < B; b++)
+                for (int p = 0; p < HW; p++) {
+                    size_t k = ((size_t)b * C + c) * HW + p;
+                    ey[k] = (x[k] - fm) * is * g[c] + bt[c];
+                    float xh = (x[k] - fm) * is;
+                    sdy += (double)dy[k];
+                    sdyx += (double)dy[k] * (double)xh;
+                }
+            float fdb = (float)sdy, fdg = (float)sdyx, kk = g[c] * is / nf;
+            for (int b = 0; b < B; b++)
+                for (int p = 0; p < HW; p++) {
+                    size_t k = ((size_t)b * C + c) * HW + p;
+                    float xh = (x[k] - fm) * is;
+                    edx[k] = kk * (nf * dy[k] - fdb - xh * fdg);
+                }
+            esv[c] = fm;
+            esv[C + c] = is;
+            est[c] = mean;
+            est[C + c] = m2;
+            edb[c] = fdb;
+            edg[c] = fdg;
+        }
+        for (int t = 1; t <= 4; t++) {
+            const cdp_backend *be = cpu_split(1 + (t & 1), NULL);
+            cdp_cpu_bn_simd = t <= 2;   /* the AVX-512 path where the CPU has it, then none */
+            be->bn_fwd_train(B, C, HW, x, g, bt, 1e-5f, y, sv, st);
+            be->bn_bwd(B, C, HW, x, g, sv, dy, dx, dg, db, 0);
+            check_same("bn formula y", y, ey, n * sizeof *y);
+            check_same("bn formula save", sv, esv, 2 * C * sizeof *sv);
+            check_same("bn formula stats", st, est, 2 * C * sizeof *st);
+            check_same("bn formula dx", dx, edx, n * sizeof *dx);
+            check_same("bn formula dgamma", dg, edg, C * sizeof *dg);
+            check_same("bn formula dbeta", db, edb, C * sizeof *db);
+        }
+        free(x); free(g); free(bt); free(dy); free(y); free(sv); free(dx); free(dg); free(db);
+        free(ey); free(esv); free(edx); free(edg); free(edb); free(st); free(est);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ pooling */
 
 /* max pooling in double with explicit -inf padding: the first maximum in
@@ -1785,6 +1859,7 @@ static Suite *nn_kernels_suite(void)
     tcase_add_test(tc, bn_running_hand);
     tcase_add_test(tc, bn_running_two_pass);
     tcase_add_test(tc, bn_threads);
+    tcase_add_test(tc, bn_formula_bits);
     suite_add_tcase(s, tc);
     tc = tcase_create("pooling");
     tcase_set_timeout(tc, 120);

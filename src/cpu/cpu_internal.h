@@ -80,6 +80,8 @@ void cdp_cpu_conv2d_direct_bwd(const struct cdp_conv_shape *s, const float *x, c
                                const float *dy, float *dx, float *dw, int accumulate,
                                float *ws);
 
+/* 0: BatchNorm's sums without the AVX-512 path (kernels_norm.c) */
+extern int cdp_cpu_bn_simd;
 void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
                           const float *beta, float eps, float *y, float *save, double *stats);
 void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
@@ -118,6 +120,16 @@ void cdp_cpu_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float *
 void cdp_cpu_add_rows(int R, int N, const float *x, const float *p, float *y);
 void cdp_cpu_sum_rows(int R, int N, const float *x, float *out, int accumulate);
 void cdp_cpu_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
+
+/* A hot loop compiled three times, for AVX-512, AVX2+FMA and baseline
+ * x86-64, the one for this CPU picked at load time.  Only the vector width
+ * changes: no FP contraction (-std=c11) and no reassociation, so every clone
+ * computes the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CDP_CPU_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
+#else
+#define CDP_CPU_CLONES
+#endif
 
 /* OpenMP clause of a loop over n independent elements or planes (n counts
  * the floats touched): parallel from CDP_CPU_OMP_MIN on, else serial. */

@@ -62,8 +62,6 @@
 #endif
 
 #define VL 16                                 /* lanes of a vector */
-#define CLONES __attribute__((target_clones("avx512f", "fma", "default")))
-
 int cdp_cpu_conv_direct = 1;
 int cdp_cpu_conv_direct_simd = 1;
 int cdp_cpu_conv_direct_cols = 4096;
@@ -196,7 +194,7 @@ static int use_simd(void)
 /* out[co][q] for q < nv*VL (co < Co, row stride nv*VL) = bias[co] (or +0)
  * then fmaf over ci < Ci, kh, kw of wk[co*ldw + ci*9 + kh*3 + kw] times
  * in[ci*ps + q + kh*Wi + kw]: the forward (and dx) convolution. */
-CLONES static void conv_planes_c(const float *in, size_t ps, int Wi, int Ci, const float *wk,
+CDP_CPU_CLONES static void conv_planes_c(const float *in, size_t ps, int Wi, int Ci, const float *wk,
                                  size_t ldw, int Co, const float *bias, float *out, int nv)
 {
     const size_t n = (size_t)nv * VL;
@@ -319,7 +317,7 @@ static void part_put(float *part, size_t i, float r, int first)
 
 /* part[co][ci][t] (=, or += unless first) the chunk's lane sums of
  * dy[co][q] * xpad[ci][q + off_t] over g samples: portable lanes */
-CLONES static void dw_chunk_c(int g, int Ci, int Co, const float *xp, size_t psx, int Wp,
+CDP_CPU_CLONES static void dw_chunk_c(int g, int Ci, int Co, const float *xp, size_t psx, int Wp,
                               const float *dyw, size_t ldy, float *part, int first)
 {
     const size_t nv = ldy / VL;

@@ -62,15 +62,13 @@ static inline float norm_cdf(float x)
     return x < 0.0f ? half_e : 1.0f - half_e;
 }
 
-#define CLONES __attribute__((target_clones("avx512f", "fma", "default")))
-
-CLONES static void fwd_span(size_t n, const float *x, float *y)
+CDP_CPU_CLONES static void fwd_span(size_t n, const float *x, float *y)
 {
     for (size_t k = 0; k < n; k++)
         y[k] = x[k] * norm_cdf(x[k]);
 }
 
-CLONES static void bwd_span(size_t n, const float *x, const float *dy, float *dx)
+CDP_CPU_CLONES static void bwd_span(size_t n, const float *x, const float *dy, float *dx)
 {
     for (size_t k = 0; k < n; k++) {
         const float v = x[k];

@@ -5,7 +5,9 @@
  * channel's reductions are made by one thread, in double, in the order
  * b = 0..B-1, p = 0..HW-1, so the bits never depend on the thread count.
  * Per-element arithmetic is in float, operation by operation as written
- * (no FP contraction: -std=c11, clang pragma below).  No allocation. */
+ * (no FP contraction: -std=c11, clang pragma below).  No allocation.
+ * cdp_cpu_bn_simd = 0 forces the portable loops (the same bits; tests
+ * compare them). */
 #include <math.h>
 #include <string.h>
 
@@ -18,6 +20,200 @@
 
 #define PLANE(x, b, c) ((x) + ((size_t)(b) * (size_t)C + (size_t)(c)) * (size_t)HW)
 
+/* Channels are taken BN_G at a time, so that BN_G independent double
+ * chains overlap in the core: a channel's reductions still run in the order
+ * b = 0..B-1, p = 0..HW-1 (its bits are those of the channel alone), but a
+ * lone chain waits for the previous add at every element, which made the
+ * sums ~4x slower than the loads that feed them.  With AVX-512 a group is
+ * one vector of BN_G doubles, lane j channel c0 + j: 8 planes' next 8
+ * values are loaded and transposed, then added lane-wise in order p. */
+enum { BN_G = 8 };
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(CDP_NO_AVX512)
+#include <immintrin.h>
+#define HAVE_AVX512 1
+#define AVX __attribute__((target("avx512f")))
+#endif
+
+int cdp_cpu_bn_simd = 1;
+
+static int bn_use_simd(void)
+{
+#ifdef HAVE_AVX512
+    return cdp_cpu_bn_simd && __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
+/* Number of channel groups: group i is [i * BN_G, min(C, (i + 1) * BN_G)). */
+static int bn_groups(int C) { return (C + BN_G - 1) / BN_G; }
+
+#ifdef HAVE_AVX512
+/* r[j] = 8 values of plane j on entry; r[k] lane j = value k of plane j on
+ * exit (an 8x8 transpose) */
+AVX static void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* bn_sums for a whole group, one vector lane per channel */
+AVX static void bn_sums_avx(int B, int C, int HW, const float *x, int c0, const double *mean,
+                            double *sum)
+{
+    __m512d acc = _mm512_setzero_pd(), mu = mean ? _mm512_loadu_pd(mean) : acc;
+    const int HW8 = HW & ~7;
+    for (int b = 0; b < B; b++) {
+        const float *xp = PLANE(x, b, c0);
+        for (int p = 0; p < HW8; p += 8) {
+            __m256 r[8];
+            for (int j = 0; j < 8; j++)
+                r[j] = _mm256_loadu_ps(xp + (size_t)j * HW + p);
+            transpose8(r);
+            for (int k = 0; k < 8; k++) {
+                __m512d v = _mm512_cvtps_pd(r[k]);
+                if (mean) {
+                    v = _mm512_sub_pd(v, mu);
+                    v = _mm512_mul_pd(v, v);
+                }
+                acc = _mm512_add_pd(acc, v);
+            }
+        }
+        if (HW8 < HW) {
+            double a[BN_G];
+            _mm512_storeu_pd(a, acc);
+            for (int j = 0; j < BN_G; j++)
+                for (int p = HW8; p < HW; p++) {
+                    double v = (double)xp[(size_t)j * HW + p];
+                    if (mean) {
+                        v = v - mean[j];
+                        v = v * v;
+                    }
+                    a[j] += v;
+                }
+            acc = _mm512_loadu_pd(a);
+        }
+    }
+    _mm512_storeu_pd(sum, acc);
+}
+
+/* bn_bwd_sums for a whole group, one vector lane per channel */
+AVX static void bn_bwd_sums_avx(int B, int C, int HW, const float *x, const float *dy,
+                                const float *mean, const float *is, int c0, double *sdy,
+                                double *sdyx)
+{
+    __m512d a1 = _mm512_setzero_pd(), a2 = a1;
+    const __m256 mu = _mm256_loadu_ps(mean), sc = _mm256_loadu_ps(is);
+    const int HW8 = HW & ~7;
+    for (int b = 0; b < B; b++) {
+        const float *xp = PLANE(x, b, c0), *dp = PLANE(dy, b, c0);
+        for (int p = 0; p < HW8; p += 8) {
+            __m256 r[8], d[8];
+            for (int j = 0; j < 8; j++) {
+                r[j] = _mm256_loadu_ps(xp + (size_t)j * HW + p);
+                d[j] = _mm256_loadu_ps(dp + (size_t)j * HW + p);
+            }
+            transpose8(r);
+            transpose8(d);
+            for (int k = 0; k < 8; k++) {
+                __m256 xh = _mm256_mul_ps(_mm256_sub_ps(r[k], mu), sc);
+                __m512d dd = _mm512_cvtps_pd(d[k]);
+                a1 = _mm512_add_pd(a1, dd);
+                a2 = _mm512_add_pd(a2, _mm512_mul_pd(dd, _mm512_cvtps_pd(xh)));
+            }
+        }
+        if (HW8 < HW) {
+            double s1[BN_G], s2[BN_G];
+            _mm512_storeu_pd(s1, a1);
+            _mm512_storeu_pd(s2, a2);
+            for (int j = 0; j < BN_G; j++)
+                for (int p = HW8; p < HW; p++) {
+                    size_t k = (size_t)j * HW + p;
+                    float xh = (xp[k] - mean[j]) * is[j];
+                    s1[j] += (double)dp[k];
+                    s2[j] += (double)dp[k] * (double)xh;
+                }
+            a1 = _mm512_loadu_pd(s1);
+            a2 = _mm512_loadu_pd(s2);
+        }
+    }
+    _mm512_storeu_pd(sdy, a1);
+    _mm512_storeu_pd(sdyx, a2);
+}
+#endif
+
+/* sum[j] (and, with mean != NULL, sum[j] of (x - mean[j])^2 instead) over
+ * the values of channel c0 + j, j < g, each in order b, p, in double. */
+CDP_CPU_CLONES static void bn_sums(int B, int C, int HW, const float *x, int c0, int g,
+                                   const double *mean, double *sum)
+{
+#ifdef HAVE_AVX512
+    if (g == BN_G && bn_use_simd()) {
+        bn_sums_avx(B, C, HW, x, c0, mean, sum);
+        return;
+    }
+#endif
+    if (g == BN_G) {
+        double s[BN_G] = {0}, mu[BN_G] = {0};
+        if (mean)
+            for (int j = 0; j < BN_G; j++)
+                mu[j] = mean[j];
+        for (int b = 0; b < B; b++) {
+            const float *xp = PLANE(x, b, c0);
+            if (mean)
+                for (int p = 0; p < HW; p++)
+                    for (int j = 0; j < BN_G; j++) {
+                        double d = (double)xp[(size_t)j * HW + p] - mu[j];
+                        s[j] += d * d;
+                    }
+            else
+                for (int p = 0; p < HW; p++)
+                    for (int j = 0; j < BN_G; j++)
+                        s[j] += (double)xp[(size_t)j * HW + p];
+        }
+        for (int j = 0; j < BN_G; j++)
+            sum[j] = s[j];
+        return;
+    }
+    for (int j = 0; j < g; j++) {
+        double s = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float *xp = PLANE(x, b, c0 + j);
+            if (mean)
+                for (int p = 0; p < HW; p++) {
+                    double d = (double)xp[p] - mean[j];
+                    s += d * d;
+                }
+            else
+                for (int p = 0; p < HW; p++)
+                    s += (double)xp[p];
+        }
+        sum[j] = s;
+    }
+}
+
+/* y = (x - mean) * invstd * gamma + beta over one plane, in float */
+CDP_CPU_CLONES static void bn_fwd_plane(int HW, const float *x, float mean, float is, float ga,
+                                        float be, float *y)
+{
+    for (int p = 0; p < HW; p++)
+        y[p] = (x[p] - mean) * is * ga + be;
+}
+
 /* Per channel c, over the n = B*HW values in order, in double:
  *     mean = sum / n,  M2 = sum of (x - mean)^2
  *     invstd = (float)(1 / sqrt(M2 / n + eps))
@@ -29,35 +225,26 @@ void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gam
     if (C <= 0)
         return;
     const double n = (double)B * (double)HW;
+    const int ng = bn_groups(C);
 #pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
-    for (int c = 0; c < C; c++) {
-        double sum = 0.0;
-        for (int b = 0; b < B; b++) {
-            const float *xp = PLANE(x, b, c);
-            for (int p = 0; p < HW; p++)
-                sum += (double)xp[p];
+    for (int gi = 0; gi < ng; gi++) {
+        int c0 = gi * BN_G, g = C - c0 < BN_G ? C - c0 : BN_G;
+        double mean[BN_G], m2[BN_G];
+        bn_sums(B, C, HW, x, c0, g, NULL, mean);
+        for (int j = 0; j < g; j++)
+            mean[j] = mean[j] / n;
+        bn_sums(B, C, HW, x, c0, g, mean, m2);
+        for (int j = 0; j < g; j++) {
+            int c = c0 + j;
+            float fm = (float)mean[j];
+            float is = (float)(1.0 / sqrt(m2[j] / n + (double)eps));
+            for (int b = 0; b < B; b++)
+                bn_fwd_plane(HW, PLANE(x, b, c), fm, is, gamma[c], beta[c], PLANE(y, b, c));
+            save[c] = fm;
+            save[C + c] = is;
+            stats[c] = mean[j];
+            stats[C + c] = m2[j];
         }
-        double mean = sum / n, m2 = 0.0;
-        for (int b = 0; b < B; b++) {
-            const float *xp = PLANE(x, b, c);
-            for (int p = 0; p < HW; p++) {
-                double d = (double)xp[p] - mean;
-                m2 += d * d;
-            }
-        }
-        float fm = (float)mean;
-        float is = (float)(1.0 / sqrt(m2 / n + (double)eps));
-        float ga = gamma[c], be = beta[c];
-        for (int b = 0; b < B; b++) {
-            const float *xp = PLANE(x, b, c);
-            float *yp = PLANE(y, b, c);
-            for (int p = 0; p < HW; p++)
-                yp[p] = (xp[p] - fm) * is * ga + be;
-        }
-        save[c] = fm;
-        save[C + c] = is;
-        stats[c] = mean;
-        stats[C + c] = m2;
     }
 }
 
@@ -81,6 +268,68 @@ void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamm
     }
 }
 
+/* For channels c0 + j, j < g: sdy[j] = sum of dy and sdyx[j] = sum of
+ * dy * xhat, xhat = (x - mean[j]) * is[j] in float, in double, each in
+ * order b, p (BN_G channels at a time, as bn_sums). */
+CDP_CPU_CLONES static void bn_bwd_sums(int B, int C, int HW, const float *x, const float *dy,
+                        const float *mean, const float *is, int c0, int g, double *sdy,
+                        double *sdyx)
+{
+#ifdef HAVE_AVX512
+    if (g == BN_G && bn_use_simd()) {
+        bn_bwd_sums_avx(B, C, HW, x, dy, mean, is, c0, sdy, sdyx);
+        return;
+    }
+#endif
+    if (g == BN_G) {
+        double s1[BN_G] = {0}, s2[BN_G] = {0};
+        float mu[BN_G], sc[BN_G];
+        for (int j = 0; j < BN_G; j++) {
+            mu[j] = mean[j];
+            sc[j] = is[j];
+        }
+        for (int b = 0; b < B; b++) {
+            const float *xp = PLANE(x, b, c0), *dp = PLANE(dy, b, c0);
+            for (int p = 0; p < HW; p++)
+                for (int j = 0; j < BN_G; j++) {
+                    size_t k = (size_t)j * HW + p;
+                    float xh = (xp[k] - mu[j]) * sc[j];
+                    s1[j] += (double)dp[k];
+                    s2[j] += (double)dp[k] * (double)xh;
+                }
+        }
+        for (int j = 0; j < BN_G; j++) {
+            sdy[j] = s1[j];
+            sdyx[j] = s2[j];
+        }
+        return;
+    }
+    for (int j = 0; j < g; j++) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int b = 0; b < B; b++) {
+            const float *xp = PLANE(x, b, c0 + j), *dp = PLANE(dy, b, c0 + j);
+            for (int p = 0; p < HW; p++) {
+                float xh = (xp[p] - mean[j]) * is[j];
+                s1 += (double)dp[p];
+                s2 += (double)dp[p] * (double)xh;
+            }
+        }
+        sdy[j] = s1;
+        sdyx[j] = s2;
+    }
+}
+
+/* dx = k * (n * dy - db - xhat * dg) over one plane, in float; dx may be dy */
+CDP_CPU_CLONES static void bn_bwd_plane(int HW, const float *x, const float *dy, float mean,
+                                        float is, float n, float k, float db, float dg,
+                                        float *dx)
+{
+    for (int p = 0; p < HW; p++) {
+        float xh = (x[p] - mean) * is;
+        dx[p] = k * (n * dy[p] - db - xh * dg);
+    }
+}
+
 /* Per channel, with mean = save[c], invstd = save[C + c] and, in float,
  * xhat = (x - mean) * invstd:
  *     dbeta  = sum of dy           (double, order b, p)
@@ -96,30 +345,23 @@ void cdp_cpu_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
     if (C <= 0)
         return;
     const float n = (float)((double)B * (double)HW);
+    const int ng = bn_groups(C);
 #pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
-    for (int c = 0; c < C; c++) {
-        const float mean = save[c], is = save[C + c];
-        double sdy = 0.0, sdyx = 0.0;
-        for (int b = 0; b < B; b++) {
-            const float *xp = PLANE(x, b, c), *dp = PLANE(dy, b, c);
-            for (int p = 0; p < HW; p++) {
-                float xh = (xp[p] - mean) * is;
-                sdy += (double)dp[p];
-                sdyx += (double)dp[p] * (double)xh;
-            }
+    for (int gi = 0; gi < ng; gi++) {
+        int c0 = gi * BN_G, g = C - c0 < BN_G ? C - c0 : BN_G;
+        double sdy[BN_G], sdyx[BN_G];
+        bn_bwd_sums(B, C, HW, x, dy, save + c0, save + C + c0, c0, g, sdy, sdyx);
+        for (int j = 0; j < g; j++) {
+            int c = c0 + j;
+            const float mean = save[c], is = save[C + c];
+            float fdb = (float)sdy[j], fdg = (float)sdyx[j];
+            float k = gamma[c] * is / n;
+            for (int b = 0; b < B; b++)
+                bn_bwd_plane(HW, PLANE(x, b, c), PLANE(dy, b, c), mean, is, n, k, fdb, fdg,
+                             PLANE(dx, b, c));
+            dbeta[c] = accumulate ? dbeta[c] + fdb : fdb;
+            dgamma[c] = accumulate ? dgamma[c] + fdg : fdg;
         }
-        float fdb = (float)sdy, fdg = (float)sdyx;
-        float k = gamma[c] * is / n;
-        for (int b = 0; b < B; b++) {
-            const float *xp = PLANE(x, b, c), *dp = PLANE(dy, b, c);
-            float *op = PLANE(dx, b, c);
-            for (int p = 0; p < HW; p++) {
-                float xh = (xp[p] - mean) * is;
-                op[p] = k * (n * dp[p] - fdb - xh * fdg);
-            }
-        }
-        dbeta[c] = accumulate ? dbeta[c] + fdb : fdb;
-        dgamma[c] = accumulate ? dgamma[c] + fdg : fdg;
     }
 }
 
