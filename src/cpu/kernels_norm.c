@@ -52,7 +52,7 @@ static int bn_groups(int C) { return (C + BN_G - 1) / BN_G; }
 #ifdef HAVE_AVX512
 /* r[j] = 8 values of plane j on entry; r[k] lane j = value k of plane j on
  * exit (an 8x8 transpose) */
-AVX static void transpose8(__m256 r[8])
+AVX static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
 {
     __m256 t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
