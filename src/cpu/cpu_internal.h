@@ -121,6 +121,17 @@ void cdp_cpu_add_rows(int R, int N, const float *x, const float *p, float *y);
 void cdp_cpu_sum_rows(int R, int N, const float *x, float *out, int accumulate);
 void cdp_cpu_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
 
+/* Whether the AVX-512 kernels (kernels_norm.c, kernels_conv_direct.c) may
+ * run: built for x86-64 with GCC or clang, and the CPU has AVX-512F. */
+static inline int cdp_cpu_avx512f(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(CDP_NO_AVX512)
+    return __builtin_cpu_supports("avx512f");
+#else
+    return 0;
+#endif
+}
+
 /* A hot loop compiled three times, for AVX-512, AVX2+FMA and baseline
  * x86-64, the one for this CPU picked at load time.  Only the vector width
  * changes: no FP contraction (-std=c11) and no reassociation, so every clone

@@ -182,11 +182,7 @@ static void chunk_of(const cdp_conv_shape *s, const dplan *p, int sl, int c, int
 
 static int use_simd(void)
 {
-#ifdef HAVE_AVX512
-    return cdp_cpu_conv_direct_simd && __builtin_cpu_supports("avx512f");
-#else
-    return 0;
-#endif
+    return cdp_cpu_conv_direct_simd && cdp_cpu_avx512f();
 }
 
 /* ---------------------------------------------------- conv of flat planes */

@@ -49,11 +49,7 @@ int cdp_cpu_bn_simd = 1;
 
 static int bn_use_simd(void)
 {
-#ifdef HAVE_AVX512
-    return cdp_cpu_bn_simd && __builtin_cpu_supports("avx512f");
-#else
-    return 0;
-#endif
+    return cdp_cpu_bn_simd && cdp_cpu_avx512f();
 }
 
 /* Number of channel groups: group i is [i * BN_G, min(C, (i + 1) * BN_G)). */
