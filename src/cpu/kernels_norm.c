@@ -37,7 +37,12 @@ enum { BN_G = 8 };
  * do not keep the 64-byte alignment of AVX-512 locals, and the -O1
  * sanitizer build keeps these in memory: the kernels below segfaulted there.
  * They are left out of ASan's instrumentation; their loads stay within the
- * planes (tests check the bits against the plain formula). */
+ * planes (tests check the bits against the plain formula).  The helper they
+ * inline must be left out too: an instrumented inlinee's scope marks poison
+ * its arrays' shadow when their scope ends, and the uninstrumented caller
+ * never clears it on return, so that stack was later reported as
+ * "stack-use-after-scope" in whatever function reused it (Open MPI's send
+ * of a message header, an OpenMP region's argument block). */
 #if defined(__SANITIZE_ADDRESS__)
 #define NO_ASAN __attribute__((no_sanitize_address))
 #else
@@ -58,7 +63,7 @@ static int bn_groups(int C) { return (C + BN_G - 1) / BN_G; }
 #ifdef HAVE_AVX512
 /* r[j] = 8 values of plane j on entry; r[k] lane j = value k of plane j on
  * exit (an 8x8 transpose) */
-AVX static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
+AVX NO_ASAN static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
 {
     __m256 t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
