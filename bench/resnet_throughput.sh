@@ -20,6 +20,10 @@
 #   1x2:1:cdp-v2   1 rank x 2 threads, one micro-batch of B
 #   2x1:2:cdp-v2   2 ranks x 1 thread (mpirun --bind-to none, PERFORMANCE.md
 #                  trap 3), N=2 micro-batches of B/2: the same total batch
+# The synthetic training set holds all the run's steps in one epoch: every
+# epoch ends with a drain of the timeline, which on several ranks leaves
+# each rank idle for part of a step (with 4-step epochs, as before the
+# eighth session, the mean step of cdp-v1 on 2 ranks was 20% longer).
 # Step times from cdp_run --trace (bench/trace_steps.py --skip WARMUP):
 # the run's own step_time_s includes the warm-up steps.  cdp_run sets its
 # own OpenBLAS kernel and OpenMP spin count (src/cpu/blas_setup.c).
@@ -108,7 +112,7 @@ run_cdp() {
     [ "$ranks" -gt 1 ] && launch="$MPIRUN --oversubscribe --bind-to none -np $ranks"
     rm -f "$m" "$tr"
     # shellcheck disable=SC2086
-    if ! env OPENBLAS_CORETYPE="$CORETYPE" timeout 1200 $launch "$CDP" --model "$model" --data "synthetic:$SHAPE:n=$((B * 4)):test=$b" \
+    if ! env OPENBLAS_CORETYPE="$CORETYPE" timeout 1200 $launch "$CDP" --model "$model" --data "synthetic:$SHAPE:n=$((B * (k + 1))):test=$b" \
             --rule "$rule" --workers "$n" --batch "$b" --threads "$thr" --steps "$k" \
             --eval-every 0 --quiet $HYPER --lr-decay-epochs 0 ${CDP_STAGES:+--stages $CDP_STAGES} \
             --metrics "$m" --trace "$tr" >"$tmp/cdp.log" 2>&1; then
