@@ -3,7 +3,9 @@
 #      output names the lost rank (mpirun's own message);
 #  (b) SIGSTOP to one rank with --timeout 5: the watchdog ends the job within
 #      20 s with exit status 4 and a line naming the stalled rank and the
-#      instruction waited on; under cdp-v2 (point to point, 4 ranks) and dp
+#      instruction or collective waited on (a stopped rank may be caught in
+#      any of them, the state check at a segment end included); under cdp-v2
+#      (point to point, 4 ranks) and dp
 #      (MPI_Allreduce, 3 ranks);
 #  (c) a run with a short --timeout that does not stall completes (exit 0);
 #  (d) bad --timeout values: one error line, exit 1.
@@ -127,7 +129,7 @@ stalled() {
         fail "SIGSTOP $*: the job did not start: $(head -c 2000 "$OUT")"
     elif [ $RC -ne 4 ] || [ $SECS -gt 20 ]; then
         fail "SIGSTOP to rank $r of $np $*: exit $RC after $SECS s (want 4 within 20 s): $(tail -c 2000 "$OUT")"
-    elif ! printf '%s\n' "$lines" | grep -Eq "^cdp_run: rank [0-9]+: no progress for 5 s (waiting on rank $r|in a collective with every rank) \(([A-Z_]+ of stage [0-9]+|ALLREDUCE|the end)[^)]*step [0-9]+[^)]*\); rank $r does not answer"; then
+    elif ! printf '%s\n' "$lines" | grep -Eq "^cdp_run: rank [0-9]+: no progress for 5 s (waiting on rank $r|in a collective with every rank) \(([A-Z_]+ of stage [0-9]+|ALLREDUCE|the end|the state check)[^)]*step [0-9]+[^)]*\); rank $r does not answer"; then
         fail "SIGSTOP to rank $r of $np $*: exit 4 after $SECS s, but no line names rank $r and the instruction: $(tail -c 2000 "$OUT")"
     elif printf '%s\n' "$lines" | grep -v "rank $r does not answer" | grep -q .; then
         fail "SIGSTOP to rank $r of $np $*: a line blames another rank: $lines"
