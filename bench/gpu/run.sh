@@ -18,7 +18,7 @@
 #   memory     bench/gpu/memory.sh: peak activations of dp and cdp-v2 at N=8,
 #              beside PyTorch's torch.cuda.max_memory_allocated
 #   check      the whole `make check` (CPU tests too; not in the default)
-#   default: inventory build test parity mlp nets memory
+#   default: inventory build test parity mlp memory nets
 # A phase that needs the build runs it first when it is missing (a machine
 # still warm from the last call keeps it: $GPU_WORK survives between calls).
 #
@@ -48,11 +48,16 @@ JOBS=${JOBS:-$(nproc)}
 export NVIDIA_TF32_OVERRIDE=0 PYTHONUNBUFFERED=1 EXTRA_DIR=$GPU_WORK/extra
 mkdir -p "$OUT"
 
-# limits in seconds: the most a phase may take, the least worth starting
-# (the minimum is what the phase takes when all goes well, as estimated
-# before any run on a GPU: correct them from the first call's timings)
-declare -A MAXS=([build]=300 [test]=150 [parity]=150 [mlp]=100 [nets]=240 [memory]=90 [check]=500)
-declare -A MINS=([build]=60 [test]=40 [parity]=60 [mlp]=40 [nets]=150 [memory]=60 [check]=120)
+# limits in seconds: the most a phase may take, the least worth starting.
+# Measured on an NVIDIA H200 (16 cores) on 2026-11-26: build 15-16 s, test
+# 16 s, parity 20-33 s for resnet20, ~40 s for vit-tiny, ~250 s for
+# resnet18-cifar with the envelope runs, mlp 36 s (MLP_REPS=2,
+# MLP_STEPS=100), memory 38 s, nets 104 s (REPS=1).  A session has 15
+# minutes of device time, a fresh machine takes ~40 s to start: the default
+# phases fit one call of BUDGET=540 only with parity limited (MODELS) and
+# nets at REPS=1 (bench/gpu/README, "Planning the device time").
+declare -A MAXS=([build]=120 [test]=60 [parity]=330 [mlp]=80 [nets]=220 [memory]=80 [check]=500)
+declare -A MINS=([build]=20 [test]=20 [parity]=40 [mlp]=30 [nets]=100 [memory]=40 [check]=120)
 for p in "${!MAXS[@]}"; do     # LIMIT_build=900 etc. override a maximum
     v=LIMIT_$p
     [ -z "${!v:-}" ] || MAXS[$p]=${!v}
@@ -248,7 +253,7 @@ fi
 
 SYS_MPICC=$(command -v mpicc 2>/dev/null || true)
 SYS_MPIRUN=$(command -v mpirun 2>/dev/null || true)
-phases=${*:-inventory build test parity mlp nets memory}
+phases=${*:-inventory build test parity mlp memory nets}
 for p in $phases; do
     case $p in inventory|build|test|parity|mlp|nets|memory|check) ;;
         *) echo "run.sh: unknown phase '$p' (inventory build test parity mlp nets memory check)" >&2; exit 2 ;;

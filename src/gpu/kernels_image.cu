@@ -37,9 +37,11 @@
  * BatchNorm: one block of BN_THREADS per channel, thread-strided partial
  * sums in double over the channel's n = B*HW values, then a fixed tree.
  *
- * Status: compiled (nvcc, no warnings) but never run on a GPU: no session
- * that wrote it had one.  tests/test_gpu compares every kernel here with
- * the CPU backend once a GPU is available. */
+ * Status: first run on a GPU (NVIDIA H200) on 2026-11-26: tests/test_gpu,
+ * which compares every kernel here with the CPU backend, passes, and the
+ * ResNets train within 1.8e-5 of the CPU after one step (bench/RESULTS.md
+ * section 6).  Correct and deterministic; not tuned: resnet50 trains at
+ * 0.54-0.68x PyTorch's (cuDNN) speed on that GPU. */
 #include <cmath>
 
 #include "cuda_internal.h"

@@ -22,9 +22,11 @@
  * One thread a row keeps the CPU's order at the price of parallelism within
  * a row: fine for ViT rows (T ~ 50-200, D ~ 192-768), not tuned.
  *
- * Status: compiled (nvcc) but never run on a GPU: the session that wrote
- * it had none.  tests/test_gpu compares every kernel here with the CPU
- * backend once a GPU is available. */
+ * Status: first run on a GPU (NVIDIA H200) on 2026-11-26: tests/test_gpu,
+ * which compares every kernel here with the CPU backend, passes, and
+ * vit-tiny trains within 1.2e-7 of the CPU after 20 steps
+ * (bench/RESULTS.md section 6).  Correct and deterministic; not tuned:
+ * vit-b16 trains at 0.34-0.40x PyTorch's speed on that GPU. */
 #include <cmath>
 
 #include "cuda_internal.h"
