@@ -10,8 +10,10 @@
 #                     not ignored files, uncommitted edits included), so the
 #                     device needs no autoconf/automake/libtool
 #   .gpu/MANIFEST     what was fetched, from which tree, and the sizes
+#   .gpu/data/fashion-mnist  only with `data`: the four files of Debian's
+#                     dataset-fashion-mnist (30 MiB), for run.sh's train phase
 #
-# usage: bench/gpu/fetch.sh [debs] [dist]      (default: both)
+# usage: bench/gpu/fetch.sh [debs] [dist] [data]   (default: debs dist)
 # environment: GPU_DIR [.gpu at the repository root], PACKAGES [the list
 # below], KEEP_TMP=1 keeps the scratch directories.
 #
@@ -123,11 +125,21 @@ make_dist() {
     echo "  $GPU/cdp.tar.gz: $(basename "$src"/_dist/cdp-*.tar.gz), $(du -h "$GPU/cdp.tar.gz" | cut -f1)"
 }
 
+copy_data() {
+    local d=/usr/share/datasets/fashion-mnist
+    [ -f "$d/train-images-idx3-ubyte.gz" ] ||
+        { echo "fetch.sh: no $d (apt-get install dataset-fashion-mnist)" >&2; exit 1; }
+    mkdir -p "$GPU/data/fashion-mnist"
+    cp "$d"/*-ubyte.gz "$GPU/data/fashion-mnist/"
+    echo "== fetch.sh: $GPU/data/fashion-mnist ($(du -sh "$GPU/data" | cut -f1))"
+}
+
 for w in $what; do
     case $w in
         debs) fetch_debs ;;
         dist) make_dist ;;
-        *) echo "usage: bench/gpu/fetch.sh [debs] [dist]" >&2; exit 2 ;;
+        data) copy_data ;;
+        *) echo "usage: bench/gpu/fetch.sh [debs] [dist] [data]" >&2; exit 2 ;;
     esac
 done
 

@@ -18,6 +18,11 @@
 #   memory     bench/gpu/memory.sh: peak activations of dp and cdp-v2 at N=8,
 #              beside PyTorch's torch.cuda.max_memory_allocated
 #   check      the whole `make check` (CPU tests too; not in the default)
+#   train      bench/accuracy.sh with --backend cuda: the acceptance trainings
+#              of issues 10 and 11 on Fashion-MNIST, 4 ranks sharing the GPU
+#              (needs `bench/gpu/fetch.sh data` here; not in the default):
+#              TRAIN_MODEL [resnet20], TRAIN_EPOCHS [15], TRAIN_RULES
+#              [dp cdp-v1 cdp-v2], TRAIN_LR, TRAIN_WARMUP, TRAIN_EXTRA
 #   default: inventory build test parity mlp memory nets
 # A phase that needs the build runs it first when it is missing (a machine
 # still warm from the last call keeps it: $GPU_WORK survives between calls).
@@ -56,8 +61,8 @@ mkdir -p "$OUT"
 # minutes of device time, a fresh machine takes ~40 s to start: the default
 # phases fit one call of BUDGET=540 only with parity limited (MODELS) and
 # nets at REPS=1 (bench/gpu/README, "Planning the device time").
-declare -A MAXS=([build]=120 [test]=60 [parity]=330 [mlp]=80 [nets]=220 [memory]=80 [check]=500)
-declare -A MINS=([build]=20 [test]=20 [parity]=40 [mlp]=30 [nets]=100 [memory]=40 [check]=120)
+declare -A MAXS=([build]=120 [test]=60 [parity]=330 [mlp]=80 [nets]=220 [memory]=80 [check]=500 [train]=540)
+declare -A MINS=([build]=20 [test]=20 [parity]=40 [mlp]=30 [nets]=100 [memory]=40 [check]=120 [train]=60)
 for p in "${!MAXS[@]}"; do     # LIMIT_build=900 etc. override a maximum
     v=LIMIT_$p
     [ -z "${!v:-}" ] || MAXS[$p]=${!v}
@@ -234,6 +239,20 @@ ph_mlp() {
 }
 ph_nets() { bash "$here/nets.sh" "$B"; }
 ph_memory() { bash "$here/memory.sh" "$B"; }
+ph_train() {
+    local data=$GPU_DIR/data rc
+    [ -f "$data/fashion-mnist/train-images-idx3-ubyte.gz" ] ||
+        { echo "no $data/fashion-mnist: run bench/gpu/fetch.sh data here and carry .gpu"; return 1; }
+    # OUT is the device's return folder: accuracy.sh's logs go to extra/
+    CDP_DATA_DIR=$data MODEL=${TRAIN_MODEL:-resnet20} EPOCHS=${TRAIN_EPOCHS:-15} \
+        RULES=${TRAIN_RULES:-dp cdp-v1 cdp-v2} LR=${TRAIN_LR:-} WARMUP=${TRAIN_WARMUP:-500} \
+        EXTRA="--backend cuda ${TRAIN_EXTRA:-}" OUT=$GPU_WORK/extra/train \
+        bash "$root/bench/accuracy.sh" "$B" | tee "$GPU_WORK/extra/train.txt"
+    rc=${PIPESTATUS[0]}
+    sed -n '/^== summary/,$ { s/^  RESULT /RESULT train /p; s/^  \([a-z0-9-]* *test accuracy.*\)/RESULT train \1/p; s/^\(== summary.*\)/RESULT train \1/p }' \
+        "$GPU_WORK/extra/train.txt"
+    return "$rc"
+}
 ph_check() {
     cd "$B" || return 1
     make -j"$JOBS" check >"$GPU_WORK/extra/check.log" 2>&1
@@ -255,8 +274,8 @@ SYS_MPICC=$(command -v mpicc 2>/dev/null || true)
 SYS_MPIRUN=$(command -v mpirun 2>/dev/null || true)
 phases=${*:-inventory build test parity mlp memory nets}
 for p in $phases; do
-    case $p in inventory|build|test|parity|mlp|nets|memory|check) ;;
-        *) echo "run.sh: unknown phase '$p' (inventory build test parity mlp nets memory check)" >&2; exit 2 ;;
+    case $p in inventory|build|test|parity|mlp|nets|memory|check|train) ;;
+        *) echo "run.sh: unknown phase '$p' (inventory build test parity mlp nets memory check train)" >&2; exit 2 ;;
     esac
 done
 T0=$(date +%s)
@@ -310,13 +329,15 @@ done
 {
     echo
     echo "== results (the RESULT lines of each log)"
-    for p in build test parity mlp nets memory check; do
+    for p in build test parity mlp nets memory check train; do
         [ -f "$OUT/$p.log" ] && grep -h '^RESULT' "$OUT/$p.log" | cut -c1-300
     done
     echo "total: $(($(date +%s) - T0)) s"
 } >>"$sum"
 # at most 8 files come back: summary, 6 phase logs, extra.tar.gz
-[ -f "$OUT/check.log" ] && [ "$(ls "$OUT" | wc -l)" -gt 7 ] && mv "$OUT/check.log" "$GPU_WORK/extra/check-phase.log"
+for p in check train; do
+    [ -f "$OUT/$p.log" ] && [ "$(ls "$OUT" | wc -l)" -gt 7 ] && mv "$OUT/$p.log" "$GPU_WORK/extra/$p-phase.log"
+done
 tar -czf "$OUT/extra.tar.gz" -C "$GPU_WORK" extra 2>/dev/null
 echo
 echo "================================================================ summary.txt"
