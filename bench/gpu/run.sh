@@ -18,6 +18,9 @@
 #   memory     bench/gpu/memory.sh: peak activations of dp and cdp-v2 at N=8,
 #              beside PyTorch's torch.cuda.max_memory_allocated
 #   check      the whole `make check` (CPU tests too; not in the default)
+#   profile    bench/gpu/profile.sh: ncu's kernel times per kernel of a few
+#              resnet50 / vit-b16 steps, beside the step's wall time (not in
+#              the default; the first thing to run before tuning the GPU)
 #   train      bench/accuracy.sh with --backend cuda: the acceptance trainings
 #              of issues 10 and 11 on Fashion-MNIST, 4 ranks sharing the GPU
 #              (needs `bench/gpu/fetch.sh data` here; not in the default):
@@ -61,8 +64,8 @@ mkdir -p "$OUT"
 # minutes of device time, a fresh machine takes ~40 s to start: the default
 # phases fit one call of BUDGET=540 only with parity limited (MODELS) and
 # nets at REPS=1 (bench/gpu/README, "Planning the device time").
-declare -A MAXS=([build]=120 [test]=60 [parity]=330 [mlp]=80 [nets]=220 [memory]=80 [check]=500 [train]=540)
-declare -A MINS=([build]=20 [test]=20 [parity]=40 [mlp]=30 [nets]=100 [memory]=40 [check]=120 [train]=60)
+declare -A MAXS=([build]=120 [test]=60 [parity]=330 [mlp]=80 [nets]=220 [memory]=80 [check]=500 [train]=540 [profile]=240)
+declare -A MINS=([build]=20 [test]=20 [parity]=40 [mlp]=30 [nets]=100 [memory]=40 [check]=120 [train]=60 [profile]=60)
 for p in "${!MAXS[@]}"; do     # LIMIT_build=900 etc. override a maximum
     v=LIMIT_$p
     [ -z "${!v:-}" ] || MAXS[$p]=${!v}
@@ -239,6 +242,7 @@ ph_mlp() {
 }
 ph_nets() { bash "$here/nets.sh" "$B"; }
 ph_memory() { bash "$here/memory.sh" "$B"; }
+ph_profile() { bash "$here/profile.sh" "$B"; }
 ph_train() {
     local data=$GPU_DIR/data rc
     [ -f "$data/fashion-mnist/train-images-idx3-ubyte.gz" ] ||
@@ -274,8 +278,8 @@ SYS_MPICC=$(command -v mpicc 2>/dev/null || true)
 SYS_MPIRUN=$(command -v mpirun 2>/dev/null || true)
 phases=${*:-inventory build test parity mlp memory nets}
 for p in $phases; do
-    case $p in inventory|build|test|parity|mlp|nets|memory|check|train) ;;
-        *) echo "run.sh: unknown phase '$p' (inventory build test parity mlp nets memory check train)" >&2; exit 2 ;;
+    case $p in inventory|build|test|parity|mlp|nets|memory|check|train|profile) ;;
+        *) echo "run.sh: unknown phase '$p' (inventory build test parity mlp nets memory check train profile)" >&2; exit 2 ;;
     esac
 done
 T0=$(date +%s)
@@ -329,13 +333,13 @@ done
 {
     echo
     echo "== results (the RESULT lines of each log)"
-    for p in build test parity mlp nets memory check train; do
+    for p in build test parity mlp nets memory check train profile; do
         [ -f "$OUT/$p.log" ] && grep -h '^RESULT' "$OUT/$p.log" | cut -c1-300
     done
     echo "total: $(($(date +%s) - T0)) s"
 } >>"$sum"
 # at most 8 files come back: summary, 6 phase logs, extra.tar.gz
-for p in check train; do
+for p in check train profile; do
     [ -f "$OUT/$p.log" ] && [ "$(ls "$OUT" | wc -l)" -gt 7 ] && mv "$OUT/$p.log" "$GPU_WORK/extra/$p-phase.log"
 done
 tar -czf "$OUT/extra.tar.gz" -C "$GPU_WORK" extra 2>/dev/null

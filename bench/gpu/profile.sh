@@ -1,0 +1,58 @@
+#!/bin/bash
+# Where a GPU step's time goes: Nsight Compute (ncu, part of the device
+# image) times every kernel of a short cdp_run --backend cuda run (one
+# metric, gpu__time_duration.sum, so one pass and no replay; clocks not
+# locked), and bench/gpu/profile_sum.py adds the launches up per kernel
+# (cdp's own kernels by name, cuBLAS's and cuDNN's as they are called).
+# Beside it the same run without ncu gives the step's wall time: the part
+# of it that no kernel covers is launch and host overhead (ncu serialises
+# kernels, so only the kernel times, not ncu's wall time, are a measure).
+#
+#   bench/gpu/profile.sh BUILD
+#
+# Environment: CASES "MODEL:SAMPLES:N ..." [resnet50:64:1 vit-b16:32:1]
+# (N micro-batches of SAMPLES/N, as nets.sh), RULE [dp], SHAPE [3x224x224],
+# STEPS [3] (the first step's cuBLAS heuristics and allocations are
+# counted apart: profile_sum.py reports per step over the last STEPS-1),
+# TOP [25] kernels listed, NCU [ncu on PATH, else the newest
+# /opt/nvidia/nsight-compute/*/ncu], RUN_TIMEOUT [300] s per run.
+# Prints RESULT lines; exits 77 without ncu or a usable GPU.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:?usage: bench/gpu/profile.sh BUILD_DIR}
+CDP=$BUILD/cdp_run
+CASES=${CASES:-"resnet50:64:1 vit-b16:32:1"}
+RULE=${RULE:-dp}
+SHAPE=${SHAPE:-3x224x224}
+STEPS=${STEPS:-3}
+TOP=${TOP:-25}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+PYTHON=${PYTHON:-python3}
+NCU=${NCU:-$(command -v ncu 2>/dev/null || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)}
+[ -x "$CDP" ] || { echo "profile.sh: $CDP not found (build first)" >&2; exit 2; }
+[ -n "$NCU" ] && [ -x "$NCU" ] || { echo "SKIP: no ncu on PATH or under /opt/nvidia/nsight-compute"; exit 77; }
+tmp=$(mktemp -d /tmp/cdp_profile.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $("$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
+rc=0
+for c in $CASES; do
+    IFS=: read -r m s n <<<"$c"
+    b=$((s / n))
+    args=(--backend cuda --model "$m" --data "synthetic:$SHAPE:n=$((s * (STEPS + 1))):test=$b"
+          --workers "$n" --batch "$b" --rule "$RULE" --steps "$STEPS" --log-every 1 --eval-every 0
+          --quiet --lr 0.05 --momentum 0.9 --weight-decay 5e-4)
+    # the wall time of each step without ncu
+    timeout "$RUN_TIMEOUT" "$CDP" "${args[@]}" --metrics "$tmp/m.json" >"$tmp/plain.log" 2>&1 ||
+        { echo "RESULT profile FAIL: $c without ncu: $(tail -2 "$tmp/plain.log" | tr '\n' ' ')"; rc=1; continue; }
+    wall=$(grep '"log": "steps"' "$tmp/m.json" | tail -n +2 | grep -o '"time_s": [0-9.e+-]*' |
+           awk '{s += $2; k++} END {if (k) printf "%.6f", s / k}')
+    timeout "$RUN_TIMEOUT" "$NCU" --metrics gpu__time_duration.sum --csv --page raw --clock-control none \
+        "$CDP" "${args[@]}" --metrics "$tmp/n.json" >"$tmp/ncu.log" 2>&1
+    st=$?
+    echo "== $c ($RULE, $STEPS steps): ncu exit $st; its first lines:"
+    grep -v '^"' "$tmp/ncu.log" | head -5 | sed 's/^/  /'
+    grep -m2 '^"' "$tmp/ncu.log" | cut -c1-300 | sed 's/^/  /'
+    "$PYTHON" "$here/profile_sum.py" --case "$c" --steps "$STEPS" --top "$TOP" --wall "${wall:-0}" \
+        <"$tmp/ncu.log" || rc=1
+done
+exit $rc
