@@ -80,6 +80,19 @@ void cdp_cpu_conv2d_direct_bwd(const struct cdp_conv_shape *s, const float *x, c
                                const float *dy, float *dx, float *dw, int accumulate,
                                float *ws);
 
+/* The slots every convolution path shares (kernels_conv.c, "Determinism"):
+ * S = min(cdp_cpu_gemm_split, B) slots; slot sl owns samples
+ * [B*sl/S, B*(sl+1)/S), cut into m chunks of near-equal sizes
+ * (cdp_cpu_conv_chunk: chunk c's samples [*b0, *b1), possibly empty); the
+ * OpenMP threads (cdp_cpu_conv_threads: none below 4e6 multiply-adds) share
+ * the slots out.  cdp_cpu_conv_dw_sum: dw (= or += with accumulate) the S
+ * partials part0 + sl*stride, summed per element in slot order. */
+int cdp_cpu_conv_slots(int B);
+void cdp_cpu_conv_chunk(int B, int S, int m, int sl, int c, int *b0, int *b1);
+int cdp_cpu_conv_threads(double macs, int S);
+void cdp_cpu_conv_dw_sum(size_t nw, int S, const float *part0, size_t stride, float *dw,
+                         int accumulate);
+
 /* 0: BatchNorm's sums without the AVX-512 path (kernels_norm.c) */
 extern int cdp_cpu_bn_simd;
 void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,

@@ -89,8 +89,7 @@ static conv_plan conv_plan_make(const cdp_conv_shape *s)
     p.K = s->Cin * s->KH * s->KW;
     if (s->B <= 0 || p.P <= 0)
         return p;
-    int split = cdp_cpu_gemm_split < 1 ? 1 : cdp_cpu_gemm_split;
-    p.S = split < s->B ? split : s->B;
+    p.S = cdp_cpu_conv_slots(s->B);
     int bs = (s->B + p.S - 1) / p.S;   /* most samples in a slot */
     int T = cdp_cpu_conv_cols > 0 ? cdp_cpu_conv_cols : 1;
     int G = p.P >= T ? 1 : T / p.P;
@@ -107,13 +106,44 @@ static conv_plan conv_plan_make(const cdp_conv_shape *s)
     return p;
 }
 
+/* ---- the slots, shared by the three paths (im2col, direct, oneDNN) ---- */
+
+int cdp_cpu_conv_slots(int B)
+{
+    int split = cdp_cpu_gemm_split < 1 ? 1 : cdp_cpu_gemm_split;
+    return split < B ? split : B;
+}
+
+void cdp_cpu_conv_chunk(int B, int S, int m, int sl, int c, int *b0, int *b1)
+{
+    int64_t lo = (int64_t)B * sl / S, hi = (int64_t)B * (sl + 1) / S;
+    *b0 = (int)(lo + (hi - lo) * c / m);
+    *b1 = (int)(lo + (hi - lo) * (c + 1) / m);
+}
+
+int cdp_cpu_conv_threads(double macs, int S)
+{
+    int nt = cdp_cpu_omp_threads < S ? cdp_cpu_omp_threads : S;
+    return macs < CONV_MIN_PAR_MACS || nt < 1 ? 1 : nt;
+}
+
+void cdp_cpu_conv_dw_sum(size_t nw, int S, const float *part0, size_t stride, float *dw,
+                         int accumulate)
+{
+#pragma omp parallel for CDP_CPU_PAR(nw * (size_t)S)
+    for (size_t i = 0; i < nw; i++) {
+        float r = part0[i];
+        for (int sl = 1; sl < S; sl++)
+            r = r + part0[(size_t)sl * stride + i];
+        dw[i] = accumulate ? dw[i] + r : r;
+    }
+}
+
 /* samples [*b0, *b1) of chunk c of slot sl (possibly empty) */
 static void conv_chunk(const cdp_conv_shape *s, const conv_plan *p, int sl, int c, int *b0,
                        int *b1)
 {
-    int64_t lo = (int64_t)s->B * sl / p->S, hi = (int64_t)s->B * (sl + 1) / p->S;
-    *b0 = (int)(lo + (hi - lo) * c / p->m);
-    *b1 = (int)(lo + (hi - lo) * (c + 1) / p->m);
+    cdp_cpu_conv_chunk(s->B, p->S, p->m, sl, c, b0, b1);
 }
 
 size_t cdp_cpu_conv2d_ws_floats(const cdp_conv_shape *s)
@@ -125,9 +155,8 @@ size_t cdp_cpu_conv2d_ws_floats(const cdp_conv_shape *s)
 
 static int conv_threads(const cdp_conv_shape *s, const conv_plan *p)
 {
-    double macs = (double)s->B * (double)p->P * (double)p->K * (double)s->Cout;
-    int nt = cdp_cpu_omp_threads < p->S ? cdp_cpu_omp_threads : p->S;
-    return macs < CONV_MIN_PAR_MACS || nt < 1 ? 1 : nt;
+    return cdp_cpu_conv_threads((double)s->B * (double)p->P * (double)p->K * (double)s->Cout,
+                                p->S);
 }
 
 /* col[K][g*P] = the patches of samples b0..b0+g-1 (zero outside x) */
@@ -358,14 +387,5 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
         }
     }
     /* dw = the slots' partial sums in slot order (then added to dw) */
-    const int S = p.S;
-    const size_t stride = p.slot;
-    const float *part0 = ws + p.col + p.tmp;
-#pragma omp parallel for CDP_CPU_PAR(nw * (size_t)S)
-    for (size_t i = 0; i < nw; i++) {
-        float r = part0[i];
-        for (int sl = 1; sl < S; sl++)
-            r = r + part0[(size_t)sl * stride + i];
-        dw[i] = accumulate ? dw[i] + r : r;
-    }
+    cdp_cpu_conv_dw_sum(nw, p.S, ws + p.col + p.tmp, p.slot, dw, accumulate);
 }

@@ -66,9 +66,6 @@ int cdp_cpu_conv_direct = 1;
 int cdp_cpu_conv_direct_simd = 1;
 int cdp_cpu_conv_direct_cols = 4096;
 
-/* below this many multiply-adds a convolution runs on one thread (as im2col's) */
-#define DIRECT_MIN_PAR_MACS 4.0e6
-
 typedef struct {
     int S, m, g;         /* slots, chunks per slot, most samples per chunk */
     int Hp, Wp;          /* x padded by pad */
@@ -126,8 +123,7 @@ static dplan dplan_make(const cdp_conv_shape *s)
 {
     dplan p;
     memset(&p, 0, sizeof p);
-    int split = cdp_cpu_gemm_split < 1 ? 1 : cdp_cpu_gemm_split;
-    p.S = split < s->B ? split : s->B;
+    p.S = cdp_cpu_conv_slots(s->B);
     p.Hp = s->H + 2 * s->pad;
     p.Wp = s->W + 2 * s->pad;
     p.pd = 2 - s->pad;
@@ -167,17 +163,12 @@ size_t cdp_cpu_conv_direct_ws_floats(const cdp_conv_shape *s)
 
 static int direct_threads(const cdp_conv_shape *s, const dplan *p)
 {
-    double macs = (double)s->B * s->OH * s->OW * s->Cin * 9.0 * s->Cout;
-    int nt = cdp_cpu_omp_threads < p->S ? cdp_cpu_omp_threads : p->S;
-    return macs < DIRECT_MIN_PAR_MACS || nt < 1 ? 1 : nt;
+    return cdp_cpu_conv_threads((double)s->B * s->OH * s->OW * s->Cin * 9.0 * s->Cout, p->S);
 }
 
-/* samples [*b0, *b1) of chunk c of slot sl (as kernels_conv.c's conv_chunk) */
 static void chunk_of(const cdp_conv_shape *s, const dplan *p, int sl, int c, int *b0, int *b1)
 {
-    int64_t lo = (int64_t)s->B * sl / p->S, hi = (int64_t)s->B * (sl + 1) / p->S;
-    *b0 = (int)(lo + (hi - lo) * c / p->m);
-    *b1 = (int)(lo + (hi - lo) * (c + 1) / p->m);
+    cdp_cpu_conv_chunk(s->B, p->S, p->m, sl, c, b0, b1);
 }
 
 static int use_simd(void)
@@ -519,15 +510,6 @@ void cdp_cpu_conv2d_direct_bwd(const cdp_conv_shape *s, const float *x, const fl
         }
     }
     /* dw = the slots' partials in slot order (then added to dw) */
-    const size_t nw = (size_t)Cout * Cin * 9;
-    const float *part0 = ws + p.wt + p.xp + p.dp + p.dyw + p.out;
-    const int S = p.S;
-    const size_t stride = p.slot;
-#pragma omp parallel for CDP_CPU_PAR(nw * (size_t)S)
-    for (size_t i = 0; i < nw; i++) {
-        float r = part0[i];
-        for (int sl = 1; sl < S; sl++)
-            r = r + part0[(size_t)sl * stride + i];
-        dw[i] = accumulate ? dw[i] + r : r;
-    }
+    cdp_cpu_conv_dw_sum((size_t)Cout * Cin * 9, p.S, ws + p.wt + p.xp + p.dp + p.dyw + p.out,
+                        p.slot, dw, accumulate);
 }
