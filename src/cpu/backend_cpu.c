@@ -1,6 +1,8 @@
 /* The CPU backend: host memory (64-byte aligned) and the kernels of
  * kernels_cpu.c, kernels_conv.c, kernels_norm.c, kernels_pool.c and kernels_tokens.c,
  * behind the cdp_backend interface. */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ static void cpu_sync(void)
 {
 }
 
-static char cpu_desc[256];
+static char cpu_desc[384];
 
 static const char *cpu_describe(void)
 {
@@ -115,6 +117,41 @@ static int gemm_split_default(void)
     return s;
 }
 
+/* CDP_CONV_DNNL=0|1|2: oneDNN's convolutions never, on 3x3 with >= 16
+ * channels (the default in a build with oneDNN), on every shape (A/B runs).
+ * Read before anything sizes a workspace: the sizes depend on it. */
+static void conv_dnnl_from_env(void)
+{
+    const char *e = getenv("CDP_CONV_DNNL");
+    if (!e || !*e)
+        return;
+    if (strcmp(e, "0") != 0 && strcmp(e, "1") != 0 && strcmp(e, "2") != 0) {
+        fprintf(stderr, "cdp: warning: ignoring CDP_CONV_DNNL='%s' (expected 0, 1 or 2)\n", e);
+        return;
+    }
+#ifdef HAVE_DNNL
+    cdp_cpu_conv_dnnl = e[0] - '0';
+#else
+    if (e[0] != '0')
+        fprintf(stderr, "cdp: warning: CDP_CONV_DNNL=%s: this build has no oneDNN "
+                        "(configure --with-dnnl)\n", e);
+#endif
+}
+
+/* the convolution paths in use, for the banner */
+static const char *conv_paths(void)
+{
+    static char s[96];
+    const char *dnnl = cdp_cpu_conv_dnnl > 0 ? cdp_cpu_dnnl_version() : NULL;
+    const char *direct = cdp_cpu_conv_direct > 0 ? "direct 3x3, " : "";
+    if (dnnl)
+        snprintf(s, sizeof s, "%s (%s), %sim2col", dnnl,
+                 cdp_cpu_conv_dnnl >= 2 ? "every shape" : "3x3, >=16 ch", direct);
+    else
+        snprintf(s, sizeof s, "%sim2col", direct);
+    return s;
+}
+
 /* threads <= 0: one thread per CPU of this process's affinity mask. */
 const cdp_backend *cdp_backend_cpu(int threads)
 {
@@ -131,6 +168,8 @@ const cdp_backend *cdp_backend_cpu(int threads)
     else if (cd && *cd)
         fprintf(stderr, "cdp: warning: ignoring CDP_CONV_DIRECT='%s' (expected 0, 1 or 2)\n", cd);
 
+    conv_dnnl_from_env();
+
     const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();
     int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s, %d thread%s, "
@@ -143,6 +182,8 @@ const cdp_backend *cdp_backend_cpu(int threads)
     if (n > 0 && (size_t)n < sizeof cpu_desc)
         n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", OMP_WAIT_POLICY %s%s%s",
                       wait ? wait : "default", spin ? " GOMP_SPINCOUNT " : "", spin ? spin : "");
+    if (n > 0 && (size_t)n < sizeof cpu_desc)
+        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", conv %s", conv_paths());
     if (n > 0 && (size_t)n < sizeof cpu_desc && note[0])
         snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, " (set by cdp: %s)", note);
     return &cpu_backend;

@@ -3,6 +3,7 @@
  * kernels_cpu.c   the kernels (OpenBLAS sgemm + OpenMP elementwise loops)
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
+ * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
  * kernels_norm.c  batchnorm (train, eval, backward, running statistics)
  * kernels_pool.c  max and global average pooling, add3
  * kernels_tokens.c transformer kernels (batched GEMM, softmax, LayerNorm,
@@ -92,6 +93,24 @@ void cdp_cpu_conv_chunk(int B, int S, int m, int sl, int c, int *b0, int *b1);
 int cdp_cpu_conv_threads(double macs, int S);
 void cdp_cpu_conv_dw_sum(size_t nw, int S, const float *part0, size_t stride, float *dw,
                          int accumulate);
+
+/* Convolution through oneDNN (kernels_conv_dnnl.c, built with HAVE_DNNL):
+ * each slot runs single-threaded oneDNN primitives on its own samples.
+ * cdp_cpu_conv_dnnl: 0 never, 1 3x3 with >= 16 input and output channels
+ * (the default when built with oneDNN), 2 every shape it supports.  Without
+ * HAVE_DNNL cdp_cpu_conv_dnnl_use() is always 0 and the rest is absent.
+ * Same contracts as cdp_cpu_conv2d_direct_fwd/bwd (bias added by the
+ * caller's own loop here; db stays with kernels_conv.c). */
+extern int cdp_cpu_conv_dnnl;
+int cdp_cpu_conv_dnnl_use(const struct cdp_conv_shape *s);
+int cdp_cpu_conv_dnnl_supported(const struct cdp_conv_shape *s);
+/* "oneDNN 2.6.3", or NULL without HAVE_DNNL */
+const char *cdp_cpu_dnnl_version(void);
+size_t cdp_cpu_conv_dnnl_ws_floats(const struct cdp_conv_shape *s);
+void cdp_cpu_conv2d_dnnl_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                             const float *b, float *y, float *ws);
+void cdp_cpu_conv2d_dnnl_bwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                             const float *dy, float *dx, float *dw, int accumulate, float *ws);
 
 /* 0: BatchNorm's sums without the AVX-512 path (kernels_norm.c) */
 extern int cdp_cpu_bn_simd;

@@ -24,7 +24,9 @@
  * unpadded convolution of one sample needs no im2col (col is x_b itself).
  * 3x3 stride-1 layers mostly skip all this: cdp_cpu_conv2d_fwd/bwd hand
  * the shapes cdp_cpu_conv_direct_use() picks (measured) to the direct
- * convolution of kernels_conv_direct.c (db stays here, conv_db).
+ * convolution of kernels_conv_direct.c (db stays here, conv_db), and, in a
+ * build with oneDNN, first the shapes cdp_cpu_conv_dnnl_use() picks to
+ * kernels_conv_dnnl.c (3x3 with >= 16 channels by default).
  *
  * Determinism.  The chunks and their assignment to S "slots" depend only on
  * the shape and on cdp_cpu_gemm_split (the per-machine constant of
@@ -51,6 +53,8 @@
  * Like kernels_cpu.c, the build has no FP contraction (-std=c11; clang
  * pragma below) and no kernel allocates: everything goes to ws, sized by
  * cdp_cpu_conv2d_ws_floats. */
+#include "config.h"
+
 #include <string.h>
 #include <cblas.h>
 
@@ -63,6 +67,22 @@
 
 /* see "Layout" above and bench/conv_kernels.c */
 int cdp_cpu_conv_cols = 1024;
+
+#ifndef HAVE_DNNL
+/* built without oneDNN: its path never runs (kernels_conv_dnnl.c) */
+int cdp_cpu_conv_dnnl = 0;
+
+int cdp_cpu_conv_dnnl_use(const cdp_conv_shape *s)
+{
+    (void)s;
+    return 0;
+}
+
+const char *cdp_cpu_dnnl_version(void)
+{
+    return NULL;
+}
+#endif
 
 /* below this many multiply-adds a convolution runs on one thread */
 #define CONV_MIN_PAR_MACS 4.0e6
@@ -150,7 +170,15 @@ size_t cdp_cpu_conv2d_ws_floats(const cdp_conv_shape *s)
 {
     conv_plan p = conv_plan_make(s);
     size_t n = (size_t)p.S * p.slot, d = cdp_cpu_conv_direct_ws_floats(s);
-    return n > d ? n : d;   /* either path may run (cdp_cpu_conv_direct) */
+    n = n > d ? n : d;   /* either path may run (cdp_cpu_conv_direct) */
+#ifdef HAVE_DNNL
+    /* only where selected: sizing builds (and caches) the primitives */
+    if (cdp_cpu_conv_dnnl_use(s)) {
+        size_t e = cdp_cpu_conv_dnnl_ws_floats(s);
+        n = n > e ? n : e;
+    }
+#endif
+    return n;
 }
 
 static int conv_threads(const cdp_conv_shape *s, const conv_plan *p)
@@ -259,6 +287,12 @@ void cdp_cpu_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
                 y[i * P + q] = b ? b[i % (size_t)Cout] : 0.0f;
         return;
     }
+#ifdef HAVE_DNNL
+    if (cdp_cpu_conv_dnnl_use(s)) {   /* kernels_conv_dnnl.c */
+        cdp_cpu_conv2d_dnnl_fwd(s, x, w, b, y, ws);
+        return;
+    }
+#endif
     if (cdp_cpu_conv_direct_use(s, 0)) {   /* kernels_conv_direct.c */
         cdp_cpu_conv2d_direct_fwd(s, x, w, b, y, ws);
         return;
@@ -338,6 +372,12 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
     const size_t P = (size_t)p.P;
     if (db)
         conv_db(s, P, dy, db, accumulate);
+#ifdef HAVE_DNNL
+    if (cdp_cpu_conv_dnnl_use(s)) {   /* dw, dx: kernels_conv_dnnl.c */
+        cdp_cpu_conv2d_dnnl_bwd(s, x, w, dy, dx, dw, accumulate, ws);
+        return;
+    }
+#endif
     if (cdp_cpu_conv_direct_use(s, dx ? 1 : 2)) {   /* dw, dx: kernels_conv_direct.c */
         cdp_cpu_conv2d_direct_bwd(s, x, w, dy, dx, dw, accumulate, ws);
         return;
