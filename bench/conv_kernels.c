@@ -24,6 +24,7 @@
  * Run:
  *     ./conv_kernels [REPS]          (default 3)
  *     ./conv_kernels direct [REPS]   im2col against the direct path
+ *     ./conv_kernels dnnl [REPS]     cdp's own paths against oneDNN
  * Each cell is "fwd / bwd" GFLOP/s; "all" is total flops over total time.
  *
  * "direct" (kernels_conv_direct.c) times, for every 3x3 stride-1 shape of
@@ -31,7 +32,14 @@
  * (cdp_cpu_conv_direct = 0, cols 1024) and the direct path
  * (cdp_cpu_conv_direct = 2) alternately, rep by rep, in one process on 1
  * thread (split 1), and prints both with the ratio direct / im2col and the
- * path the default policy (cdp_cpu_conv_direct_use) takes. */
+ * path the default policy (cdp_cpu_conv_direct_use) takes.
+ *
+ * "dnnl" (kernels_conv_dnnl.c, a build with oneDNN) times, for every shape
+ * of the first list plus resnet20 at B = 32, cdp's own paths as a build
+ * without oneDNN takes them (im2col or direct by cdp_cpu_conv_direct_use)
+ * against oneDNN (cdp_cpu_conv_dnnl = 2) the same way, on 1 thread (split
+ * 1), with the path the default policy (cdp_cpu_conv_dnnl_use) takes.  The
+ * other modes time cdp's own paths only (oneDNN off). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,19 +131,56 @@ static const struct shp direct_shapes[] = {
     {"r20 l3", 32, 64, 7, 64, 3, 1, 1},
 };
 
-/* im2col against direct, alternating rep by rep (see the top comment) */
-static int bench_direct(void)
+static const struct shp dnnl_extra[] = {
+    {"r20 l1", 32, 16, 28, 16, 3, 1, 1},
+    {"r20 l2", 32, 32, 14, 32, 3, 1, 1},
+    {"r20 l3", 32, 64, 7, 64, 3, 1, 1},
+};
+
+/* the two paths compared by bench_pair: m = 0, 1 */
+static void set_direct(int m)
+{
+    cdp_cpu_conv_direct = m ? 2 : 0;
+}
+
+static void set_dnnl(int m)
+{
+    cdp_cpu_conv_direct = 1;
+    cdp_cpu_conv_dnnl = m ? 2 : 0;
+}
+
+/* the default policy's path for the last column */
+static const char *policy_direct(const cdp_conv_shape *s, int pass)
+{
+    cdp_cpu_conv_direct = 1;
+    return cdp_cpu_conv_direct_use(s, pass) ? "direct" : "im2col";
+}
+
+static const char *policy_dnnl(const cdp_conv_shape *s, int pass)
+{
+    cdp_cpu_conv_dnnl = 1;
+    const char *r = cdp_cpu_conv_dnnl_use(s) ? "oneDNN" : "cdp";
+    cdp_cpu_conv_dnnl = 0;
+    (void)pass;
+    return r;
+}
+
+/* path 0 against path 1 (set(m)), alternating rep by rep over the shapes of
+ * lists a and b (see the top comment) */
+static int bench_pair(const struct shp *a, size_t na, const struct shp *bl, size_t nb,
+                      const char *name0, const char *name1, void (*set)(int),
+                      const char *(*policy)(const cdp_conv_shape *, int))
 {
     setenv("CDP_GEMM_SPLIT", "1", 1);
     const cdp_backend *be = cdp_backend_cpu(1);
     printf("# %s\n", be->describe());
     printf("# GFLOP/s fwd / bwd (dw + dx), 1 thread, best of %d alternated reps; "
-           "ratio = direct / im2col; def = the default policy's path fwd / bwd\n", reps);
+           "ratio = %s / %s; def = the default policy's path fwd / bwd\n", reps, name1, name0);
     printf("%-9s %4s %4s %4s %4s  %-11s  %-11s  %-11s %s\n", "shape", "Cin", "Cout", "P",
-           "B", "im2col", "direct", "ratio", "def");
+           "B", name0, name1, "ratio", "def");
     double tot[2][2] = {{0}}, tot_f = 0;
-    for (size_t i = 0; i < sizeof direct_shapes / sizeof *direct_shapes; i++) {
-        const struct shp *h = &direct_shapes[i];
+    for (size_t i = 0; i < na + nb; i++) {
+        const struct shp *h = i < na ? &a[i] : &bl[i - na];
         cdp_conv_shape s = {h->B, h->Cin, h->H, h->H, h->Cout, h->k, h->k, h->stride, h->pad,
                             0, 0};
         s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
@@ -146,11 +191,15 @@ static int bench_direct(void)
         float *b = buf(s.Cout), *dy = buf((size_t)s.B * s.Cout * P);
         float *y = buf((size_t)s.B * s.Cout * P), *dx = buf((size_t)s.B * s.Cin * s.H * s.W);
         float *dw = buf((size_t)s.Cout * K), *db = buf(s.Cout);
-        float *ws = buf(be->conv2d_ws_floats(&s) + 1);
+        set(0);
+        size_t n0 = be->conv2d_ws_floats(&s);
+        set(1);
+        size_t n1 = be->conv2d_ws_floats(&s);
+        float *ws = buf((n0 > n1 ? n0 : n1) + 1);   /* the size depends on the path */
         double t[2][2] = {{1e30, 1e30}, {1e30, 1e30}};
         for (int r = 0; r < reps; r++)
             for (int m = 0; m < 2; m++) {
-                cdp_cpu_conv_direct = m ? 2 : 0;
+                set(m);
                 double t0 = now();
                 be->conv2d_fwd(&s, x, w, b, y, ws);
                 double t1 = now();
@@ -159,13 +208,11 @@ static int bench_direct(void)
                 if (t1 - t0 < t[m][0]) t[m][0] = t1 - t0;
                 if (t2 - t1 < t[m][1]) t[m][1] = t2 - t1;
             }
-        cdp_cpu_conv_direct = 1;
-        int deff = cdp_cpu_conv_direct_use(&s, 0), defb = cdp_cpu_conv_direct_use(&s, 1);   /* bwd with dx */
+        const char *deff = policy(&s, 0), *defb = policy(&s, 1);   /* bwd with dx */
         printf("%-9s %4d %4d %4d %4d ", h->net, s.Cin, s.Cout, P, s.B);
         for (int m = 0; m < 2; m++)
             printf("  %4.0f / %4.0f", fl / t[m][0] * 1e-9, 2 * fl / t[m][1] * 1e-9);
-        printf("  %4.2f / %4.2f  %s / %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1],
-               deff ? "direct" : "im2col", defb ? "direct" : "im2col");
+        printf("  %4.2f / %4.2f  %s / %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1], deff, defb);
         fflush(stdout);
         for (int m = 0; m < 2; m++) {
             tot[m][0] += t[m][0];
@@ -184,11 +231,24 @@ static int bench_direct(void)
 int main(int argc, char **argv)
 {
     cdp_backend_cpu_preinit(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "direct") == 0) {
+    unsetenv("CDP_CONV_DNNL");   /* each mode sets cdp_cpu_conv_dnnl itself */
+    if (argc > 1 && (strcmp(argv[1], "direct") == 0 || strcmp(argv[1], "dnnl") == 0)) {
         if (argc > 2)
             reps = atoi(argv[2]) > 0 ? atoi(argv[2]) : 3;
-        return bench_direct();
+        if (argv[1][1] == 'i') {
+            cdp_cpu_conv_dnnl = 0;
+            return bench_pair(direct_shapes, sizeof direct_shapes / sizeof *direct_shapes,
+                              NULL, 0, "im2col", "direct", set_direct, policy_direct);
+        }
+        if (!cdp_cpu_dnnl_version()) {
+            fprintf(stderr, "conv_kernels dnnl: this libcdp is built without oneDNN\n");
+            return 2;
+        }
+        return bench_pair(shapes, sizeof shapes / sizeof *shapes, dnnl_extra,
+                          sizeof dnnl_extra / sizeof *dnnl_extra, "cdp", "oneDNN", set_dnnl,
+                          policy_dnnl);
     }
+    cdp_cpu_conv_dnnl = 0;
     if (argc > 1)
         reps = atoi(argv[1]) > 0 ? atoi(argv[1]) : 3;
     cdp_cpu_conv_direct = 0;   /* the im2col layouts only */

@@ -15,11 +15,15 @@
 # (median of the per-repetition ratios), against the PyTorch configuration
 # with the best median.
 #
-# cdp configurations (CDP_CONFIGS, "RANKSxTHREADS:N:RULE ...", micro-batch
-# B/N, N*B/N = B samples per step):
+# cdp configurations (CDP_CONFIGS, "RANKSxTHREADS:N:RULE[:ENV] ...",
+# micro-batch B/N, N*B/N = B samples per step):
 #   1x2:1:cdp-v2   1 rank x 2 threads, one micro-batch of B
 #   2x1:2:cdp-v2   2 ranks x 1 thread (mpirun --bind-to none, PERFORMANCE.md
 #                  trap 3), N=2 micro-batches of B/2: the same total batch
+#   ENV, optional: VAR=VALUE[,VAR=VALUE...] set for that configuration's
+#                  run only (and part of its label), so that one run compares
+#                  e.g. CDP_CONFIGS="1x2:1:cdp-v2:CDP_CONV_DNNL=0 1x2:1:cdp-v2:CDP_CONV_DNNL=1"
+#                  (without and with oneDNN's convolutions)
 # The synthetic training set holds all the run's steps in one epoch: every
 # epoch ends with a drain of the timeline, which on several ranks leaves
 # each rank idle for part of a step (with 4-step epochs, as before the
@@ -102,17 +106,17 @@ steps_of() {
 # record REP MODEL LABEL SAMPLES_PER_S
 record() { echo "$*" | tee -a "$res"; }
 
-# run_cdp REP MODEL B CONFIG     (CONFIG = RANKSxTHREADS:N:RULE)
+# run_cdp REP MODEL B CONFIG     (CONFIG = RANKSxTHREADS:N:RULE[:ENV])
 run_cdp() {
-    local rep=$1 model=$2 B=$3 cfg=$4 ranks thr n rule launch="" m=$tmp/m.json tr=$tmp/trace.json
-    IFS=: read -r rt n rule <<<"$cfg"
+    local rep=$1 model=$2 B=$3 cfg=$4 ranks thr n rule cenv launch="" m=$tmp/m.json tr=$tmp/trace.json
+    IFS=: read -r rt n rule cenv <<<"$cfg"
     ranks=${rt%x*} thr=${rt#*x}
     if [ $((B % n)) -ne 0 ]; then echo "skip cdp $cfg: B=$B not divisible by N=$n"; return; fi
     local b=$((B / n)) k=$((WARMUP + $(steps_of "$model") + 1))
     [ "$ranks" -gt 1 ] && launch="$MPIRUN --oversubscribe --bind-to none -np $ranks"
     rm -f "$m" "$tr"
     # shellcheck disable=SC2086
-    if ! env OPENBLAS_CORETYPE="$CORETYPE" timeout 1200 $launch "$CDP" --model "$model" --data "synthetic:$SHAPE:n=$((B * (k + 1))):test=$b" \
+    if ! env OPENBLAS_CORETYPE="$CORETYPE" ${cenv//,/ } timeout 1200 $launch "$CDP" --model "$model" --data "synthetic:$SHAPE:n=$((B * (k + 1))):test=$b" \
             --rule "$rule" --workers "$n" --batch "$b" --threads "$thr" --steps "$k" \
             --eval-every 0 --quiet $HYPER --lr-decay-epochs 0 ${CDP_STAGES:+--stages $CDP_STAGES} \
             --metrics "$m" --trace "$tr" >"$tmp/cdp.log" 2>&1; then
@@ -124,7 +128,7 @@ run_cdp() {
     # shellcheck disable=SC2086
     set -- $st
     if [ "$1" = 0 ]; then echo "no step periods in the trace ($model $cfg)"; return; fi
-    record "$rep" "$model" "cdp:${rt},N${n}xB${b},$rule" "$(awk -v s="$2" -v n="$B" 'BEGIN {printf "%.2f", n / s}')"
+    record "$rep" "$model" "cdp:${rt},N${n}xB${b},$rule${cenv:+,$cenv}" "$(awk -v s="$2" -v n="$B" 'BEGIN {printf "%.2f", n / s}')"
 }
 
 # run_torch REP MODEL B PREFIX CONFIGS [ENV...]
