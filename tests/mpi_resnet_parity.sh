@@ -36,13 +36,24 @@
 
 # Seeds and lr from a calibration of the reference's float32-vs-float64
 # distance (max over rules and N) and of the control's distance (cdp-v1 vs dp):
-#   resnet20,       seed 2, lr 0.01: noise rel_change 5e-5, control 3.6e-2
+#   resnet20,       seed 7, lr 0.01: noise rel_change 6.9e-4 (dp N=2; cdp itself
+#   within 3.9e-5 without oneDNN, 2.4e-5 with it), control 2.6e-2 (was seed 2: below)
 #   resnet18-cifar, seed 7, lr 0.01: noise rel_change 7e-7 (seed 3: cdp float32 against
 #   float64 1.7e-3 while the gradient at the same P(1) agrees to 1e-6: a ReLU near its
 #   kink, chaos, not a bug)
 # (other seeds reach 1e-3..8e-3 noise: one flipped ReLU input is enough).
+# The seed must hold for every convolution path cdp may take, since each
+# sums in its own order: with oneDNN (a build with it, the default policy)
+# resnet20 seed 2 lands 1.6e-3..8.4e-3 (rel_change) from the same run
+# without oneDNN, while the oneDNN layers match a float64 convolution to
+# 1e-6 of the sum of |terms| in that very run (forward, dx and dw checked
+# layer by layer): Fashion-MNIST's constant background makes hundreds of
+# pixels share one pre-activation, so one rounding flips them together.
+# cdp with oneDNN against without, K=3, max over dp/cdp-v1/cdp-v2 and N=2/4:
+# seed 1 5.6e-5, 2 8.4e-3, 3 1.0e-3, 4 1.3e-3, 5 9.6e-4, 6 3.2e-3,
+# 7 5.1e-5, 8 8.4e-3; seed 7 passes with oneDNN on and off.
 sgd="--lr 0.01 --momentum 0.9 --weight-decay 5e-4"
-write_init resnet20 2 "$tmp/resnet20-init.st"
+write_init resnet20 7 "$tmp/resnet20-init.st"
 parity resnet20 resnet20 "$tmp/resnet20-init.st" 4 3 3 "2:1 4:2" "$sgd"
 write_init resnet18-cifar 7 "$tmp/resnet18-cifar-init.st"
 parity resnet18-cifar resnet18-cifar "$tmp/resnet18-cifar-init.st" 2 2 4 "2:2" "$sgd"
