@@ -780,6 +780,56 @@ START_TEST(conv_dnnl_threads)
 }
 END_TEST
 
+/* n new shapes (one primitive set each, from first on): they evict the n
+ * oldest sets of the round-robin cache */
+static void dnnl_fill_cache(const cdp_backend *be, int first, int n)
+{
+    static float x[4 * 200], w[9], y[4 * 200];
+    for (int i = first; i < first + n; i++) {
+        cdp_conv_shape f = {1, 1, 4, 4 + i, 1, 3, 3, 1, 1, 4, 4 + i};
+        ck_assert(4 * f.W <= 4 * 200);
+        size_t nws = be->conv2d_ws_floats(&f);
+        float *ws = fbuf(nws + 1);
+        be->conv2d_fwd(&f, x, w, NULL, y, ws);
+        free(ws);
+    }
+}
+
+/* A micro-batch that splits into slots of two sizes needs two cached
+ * primitive sets at once: looking up the second must not evict the first.
+ * After a full round of new shapes, U4 (slots 2+2) caches the 2-sample set
+ * alone, CDP_CPU_CONV_DNNL_CACHE - 1 new shapes evict every other set, so
+ * the round-robin victim is that set when U5 (slots 2+3) misses its
+ * 3-sample set; were it evicted, both slots would run 3 samples and sample
+ * 2 would count twice in dw. */
+START_TEST(conv_dnnl_cache_keeps_both_slot_sizes)
+{
+    const cdp_backend *be = cpu_split(1, "2");
+    cdp_cpu_conv_dnnl = 2;
+    cdp_conv_shape u5 = {5, 16, 6, 6, 16, 3, 3, 1, 1, 6, 6}, u4 = u5;
+    u4.B = 4;
+    ck_assert_int_eq(cdp_cpu_conv_slots(5), 2);
+    struct direct_in in = direct_in_make(&u5, 1500), in4 = direct_in_make(&u4, 1501);
+    struct conv_out ref, o4;
+    conv_run(be, &u5, in.x, in.w, in.b, in.dy, &ref);
+    /* sized now: the backward below must be the call that looks both up */
+    size_t nws = be->conv2d_ws_floats(&u5), nx = nx_of(&u5), nw = nw_of(&u5);
+    float *ws = fbuf(nws + 1), *dx = fbuf(nx), *dw = fbuf(nw), *db = fbuf((size_t)u5.Cout);
+    dnnl_fill_cache(be, 0, CDP_CPU_CONV_DNNL_CACHE);
+    conv_run(be, &u4, in4.x, in4.w, in4.b, in4.dy, &o4);
+    dnnl_fill_cache(be, CDP_CPU_CONV_DNNL_CACHE, CDP_CPU_CONV_DNNL_CACHE - 1);
+    be->conv2d_bwd(&u5, in.x, in.w, in.dy, dx, dw, db, 0, ws);
+    check_same("oneDNN cache, slots of 2 and 3: dw", ref.dw, dw, nw * sizeof *dw);
+    check_same("oneDNN cache, slots of 2 and 3: dx", ref.dx, dx, nx * sizeof *dx);
+    conv_out_free(&ref);
+    conv_out_free(&o4);
+    direct_in_free(&in);
+    direct_in_free(&in4);
+    free(ws); free(dx); free(dw); free(db);
+    cdp_cpu_conv_dnnl = 1;
+}
+END_TEST
+
 /* the default: resnet's 3x3 layers with >= 16 channels, not the stems nor
  * the 1x1 shortcuts; CDP_CONV_DNNL from the environment */
 START_TEST(conv_dnnl_policy)
@@ -2066,6 +2116,7 @@ static Suite *nn_kernels_suite(void)
     tcase_add_test(tc, conv_dnnl_accumulate_dx_null);
     tcase_add_test(tc, conv_dnnl_threads);
     tcase_add_test(tc, conv_dnnl_policy);
+    tcase_add_test(tc, conv_dnnl_cache_keeps_both_slot_sizes);
     suite_add_tcase(s, tc);
 #endif
     tc = tcase_create("batchnorm");
@@ -2108,7 +2159,7 @@ int main(void)
 #ifndef HAVE_DNNL
     /* Check has no skip status: say so, rather than let them pass unseen */
     printf("SKIP: nn_kernels dnnl: conv_dnnl_vs_reference, conv_dnnl_accumulate_dx_null, "
-           "conv_dnnl_threads, conv_dnnl_policy (built without oneDNN: configure "
+           "conv_dnnl_threads, conv_dnnl_policy, conv_dnnl_cache_keeps_both_slot_sizes (built without oneDNN: configure "
            "--with-dnnl)\n");
 #endif
     SRunner *sr = srunner_create(nn_kernels_suite());

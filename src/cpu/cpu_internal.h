@@ -102,6 +102,8 @@ void cdp_cpu_conv_dw_sum(size_t nw, int S, const float *part0, size_t stride, fl
  * Same contracts as cdp_cpu_conv2d_direct_fwd/bwd (bias added by the
  * caller's own loop here; db stays with kernels_conv.c). */
 extern int cdp_cpu_conv_dnnl;
+/* primitive sets (one per shape and slot size) kept at once */
+#define CDP_CPU_CONV_DNNL_CACHE 64
 int cdp_cpu_conv_dnnl_use(const struct cdp_conv_shape *s);
 int cdp_cpu_conv_dnnl_supported(const struct cdp_conv_shape *s);
 /* "oneDNN 2.6.3", or NULL without HAVE_DNNL */

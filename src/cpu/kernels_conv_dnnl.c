@@ -126,7 +126,7 @@ typedef struct {
     size_t scratch;     /* the most any primitive or reorder needs */
 } entry;
 
-#define NENTRY 64
+#define NENTRY CDP_CPU_CONV_DNNL_CACHE
 static entry table[NENTRY];
 static int next_victim;
 
@@ -304,9 +304,10 @@ static int shape_eq(const cdp_conv_shape *a, const cdp_conv_shape *b)
            && a->stride == b->stride && a->pad == b->pad && a->OH == b->OH && a->OW == b->OW;
 }
 
-/* the cached entry of s with nb samples, built on a miss (round-robin
- * eviction: one call looks up at most two entries, never evicting its own) */
-static const entry *entry_get(const cdp_conv_shape *s, int nb)
+/* the cached entry of s with nb samples, built on a miss by round-robin
+ * eviction that spares keep (a call looks up two entries, for its two slot
+ * sizes: the second lookup must not rebuild the first one's) */
+static const entry *entry_get(const cdp_conv_shape *s, int nb, const entry *keep)
 {
     cdp_conv_shape k = *s;
     k.B = nb;
@@ -314,6 +315,8 @@ static const entry *entry_get(const cdp_conv_shape *s, int nb)
         if (table[i].valid && shape_eq(&table[i].s, &k))
             return &table[i];
     engine_init();
+    if (&table[next_victim] == keep)
+        next_victim = (next_victim + 1) % NENTRY;
     entry *e = &table[next_victim];
     next_victim = (next_victim + 1) % NENTRY;
     entry_free(e);
@@ -352,8 +355,8 @@ static plan plan_make(const cdp_conv_shape *s)
     memset(&p, 0, sizeof p);
     p.S = cdp_cpu_conv_slots(s->B);
     int lo = s->B / p.S;
-    p.e[0] = entry_get(s, lo);
-    p.e[1] = s->B % p.S ? entry_get(s, lo + 1) : p.e[0];
+    p.e[0] = entry_get(s, lo, NULL);
+    p.e[1] = s->B % p.S ? entry_get(s, lo + 1, p.e[0]) : p.e[0];
     /* the weights' layouts do not depend on the batch: entry 0's serve both */
     p.wf = p.e[0]->p[FWD].in[1].floats;
     p.wd = p.e[0]->p[BWD_DATA].in[1].floats;
