@@ -155,13 +155,18 @@ static const int conv_shapes[][10] = {
 };
 #define NCONV (sizeof conv_shapes / sizeof *conv_shapes)
 
-static cdp_conv_shape conv_shape(int i)
+/* a row {B, Cin, H, W, Cout, KH, KW, stride, pad, ...} with its output size */
+static cdp_conv_shape shape_of_row(const int *v)
 {
-    const int *v = conv_shapes[i];
     cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0};
     s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
     s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
     return s;
+}
+
+static cdp_conv_shape conv_shape(int i)
+{
+    return shape_of_row(conv_shapes[i]);
 }
 
 static size_t nx_of(const cdp_conv_shape *s) { return (size_t)s->B * s->Cin * s->H * s->W; }
@@ -289,10 +294,7 @@ START_TEST(conv_fd_reference)
         {2, 2, 5, 4, 3, 3, 3, 2, 1, 1}, {1, 2, 4, 5, 2, 1, 1, 2, 0, 1},
         {2, 1, 6, 6, 2, 7, 7, 1, 3, 1}, {1, 3, 5, 5, 2, 3, 2, 1, 0, 1}};
     for (size_t i = 0; i < sizeof fd_shapes / sizeof *fd_shapes; i++) {
-        const int *v = fd_shapes[i];
-        cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0};
-        s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
-        s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+        cdp_conv_shape s = shape_of_row(fd_shapes[i]);
         size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
         double *x = dbuf(nx), *w = dbuf(nw), *b = dbuf(s.Cout), *r = dbuf(ny), *y = dbuf(ny);
         double *dx = dbuf(nx), *dw = dbuf(nw), *db = dbuf(s.Cout);
@@ -500,7 +502,43 @@ START_TEST(conv_direct_vs_reference)
 END_TEST
 
 /* dx NULL leaves dw and db as they are with dx; accumulate adds exactly the
- * result computed alone (then add()) */
+ * result computed alone (then add()); path names the kernels in messages */
+static void check_accumulate_dx_null(const cdp_backend *be, const cdp_conv_shape *sp,
+                                     uint64_t seed, int acc_with_dx, const char *path)
+{
+    const cdp_conv_shape s = *sp;
+    size_t nx = nx_of(&s), nw = nw_of(&s);
+    struct direct_in in = direct_in_make(&s, seed);
+    float *dx = fbuf(nx), *gw = fbuf(nw), *gb = fbuf(s.Cout);
+    float *nw_ = fbuf(nw), *nb = fbuf(s.Cout);
+    float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
+    size_t nws = be->conv2d_ws_floats(&s);
+    float *ws = fbuf(nws + 1);
+    char what[64];
+    fill(ws, nws, 97, -1e30f, 1e30f);
+    be->conv2d_bwd(&s, in.x, in.w, in.dy, dx, gw, gb, 0, ws);
+    fill(ws, nws, 96, -1e30f, 1e30f);
+    be->conv2d_bwd(&s, in.x, in.w, in.dy, NULL, nw_, nb, 0, ws);
+    snprintf(what, sizeof what, "%s dx NULL dw", path);
+    check_same(what, gw, nw_, nw * sizeof *gw);
+    snprintf(what, sizeof what, "%s dx NULL db", path);
+    check_same(what, gb, nb, s.Cout * sizeof *gb);
+    fill(sw, nw, 53, -3, 3);
+    fill(sb, s.Cout, 54, -3, 3);
+    memcpy(aw, sw, nw * sizeof *aw);
+    memcpy(ab, sb, s.Cout * sizeof *ab);
+    be->add(nw, sw, gw);
+    be->add(s.Cout, sb, gb);
+    be->conv2d_bwd(&s, in.x, in.w, in.dy, acc_with_dx ? dx : NULL, aw, ab, 1, ws);
+    snprintf(what, sizeof what, "%s accumulate dw", path);
+    check_same(what, sw, aw, nw * sizeof *sw);
+    snprintf(what, sizeof what, "%s accumulate db", path);
+    check_same(what, sb, ab, s.Cout * sizeof *sb);
+    direct_in_free(&in);
+    free(dx); free(gw); free(gb); free(nw_); free(nb); free(sw); free(sb);
+    free(aw); free(ab); free(ws);
+}
+
 START_TEST(conv_direct_accumulate_dx_null)
 {
     cdp_cpu_conv_direct = 2;
@@ -508,31 +546,7 @@ START_TEST(conv_direct_accumulate_dx_null)
         for (size_t i = 0; i < NDIRECT; i++) {
             const cdp_backend *be = cpu_split(t, NULL);
             cdp_conv_shape s = direct_shape((int)i);
-            size_t nx = nx_of(&s), nw = nw_of(&s);
-            struct direct_in in = direct_in_make(&s, 300 + 10 * i);
-            float *dx = fbuf(nx), *gw = fbuf(nw), *gb = fbuf(s.Cout);
-            float *nw_ = fbuf(nw), *nb = fbuf(s.Cout);
-            float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
-            size_t nws = be->conv2d_ws_floats(&s);
-            float *ws = fbuf(nws + 1);
-            fill(ws, nws, 97, -1e30f, 1e30f);
-            be->conv2d_bwd(&s, in.x, in.w, in.dy, dx, gw, gb, 0, ws);
-            fill(ws, nws, 96, -1e30f, 1e30f);
-            be->conv2d_bwd(&s, in.x, in.w, in.dy, NULL, nw_, nb, 0, ws);
-            check_same("direct dx NULL dw", gw, nw_, nw * sizeof *gw);
-            check_same("direct dx NULL db", gb, nb, s.Cout * sizeof *gb);
-            fill(sw, nw, 53, -3, 3);
-            fill(sb, s.Cout, 54, -3, 3);
-            memcpy(aw, sw, nw * sizeof *aw);
-            memcpy(ab, sb, s.Cout * sizeof *ab);
-            be->add(nw, sw, gw);
-            be->add(s.Cout, sb, gb);
-            be->conv2d_bwd(&s, in.x, in.w, in.dy, i % 2 ? NULL : dx, aw, ab, 1, ws);
-            check_same("direct accumulate dw", sw, aw, nw * sizeof *sw);
-            check_same("direct accumulate db", sb, ab, s.Cout * sizeof *sb);
-            direct_in_free(&in);
-            free(dx); free(gw); free(gb); free(nw_); free(nb); free(sw); free(sb);
-            free(aw); free(ab); free(ws);
+            check_accumulate_dx_null(be, &s, 300 + 10 * i, i % 2 == 0, "direct");
         }
 }
 END_TEST
@@ -553,27 +567,37 @@ static void check_same_out(const char *what, const cdp_conv_shape *s, const stru
     }
 }
 
+/* the same bits with 1, 2, 3 threads at one split; *path = on (after the
+ * backend is made, which reads the environment) picks the kernels */
+static void check_threads_bitwise(const cdp_conv_shape *s, int bias, uint64_t seed,
+                                  const char *split, int *path, int on, const char *what)
+{
+    struct direct_in in = direct_in_make(s, seed);
+    static const int thr[3] = {1, 2, 3};
+    struct conv_out o[3];
+    for (int r = 0; r < 3; r++) {
+        const cdp_backend *be = cpu_split(thr[r], split);
+        *path = on;
+        conv_run(be, s, in.x, in.w, bias ? in.b : NULL, in.dy, &o[r]);
+    }
+    for (int r = 1; r < 3; r++)
+        check_same_out(what, s, &o[0], &o[r], bias);
+    for (int r = 0; r < 3; r++)
+        conv_out_free(&o[r]);
+    direct_in_free(&in);
+}
+
 /* the same bits with 1, 2, 3 threads (split 2 by default here, and 4) */
 START_TEST(conv_direct_threads)
 {
     static const char *splits[] = {"2", "4"};
-    cdp_cpu_conv_direct = 2;
     for (size_t sp = 0; sp < 2; sp++)
         for (size_t i = 0; i < NDIRECT; i++) {
             cdp_conv_shape s = direct_shape((int)i);
-            int bias = direct_shapes[i][6];
-            struct direct_in in = direct_in_make(&s, 500 + 10 * i);
-            static const int thr[3] = {1, 2, 3};
-            struct conv_out o[3];
-            for (int r = 0; r < 3; r++)
-                conv_run(cpu_split(thr[r], splits[sp]), &s, in.x, in.w, bias ? in.b : NULL,
-                         in.dy, &o[r]);
-            for (int r = 1; r < 3; r++)
-                check_same_out("direct threads", &s, &o[0], &o[r], bias);
-            for (int r = 0; r < 3; r++)
-                conv_out_free(&o[r]);
-            direct_in_free(&in);
+            check_threads_bitwise(&s, direct_shapes[i][6], 500 + 10 * i, splits[sp],
+                                  &cdp_cpu_conv_direct, 2, "direct threads");
         }
+    cdp_cpu_conv_direct = 1;
 }
 END_TEST
 
@@ -660,10 +684,7 @@ static const int dnnl_shapes[][10] = {
 
 static cdp_conv_shape dnnl_shape(int i)
 {
-    const int *v = dnnl_shapes[i];
-    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0};
-    s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
-    s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+    cdp_conv_shape s = shape_of_row(dnnl_shapes[i]);
     ck_assert_msg(cdp_cpu_conv_dnnl_supported(&s), "oneDNN shape %d not supported", i);
     return s;
 }
@@ -725,31 +746,7 @@ START_TEST(conv_dnnl_accumulate_dx_null)
             const cdp_backend *be = cpu_split(t, NULL);
             cdp_cpu_conv_dnnl = 2;
             cdp_conv_shape s = dnnl_shape((int)i);
-            size_t nx = nx_of(&s), nw = nw_of(&s);
-            struct direct_in in = direct_in_make(&s, 1100 + 10 * i);
-            float *dx = fbuf(nx), *gw = fbuf(nw), *gb = fbuf(s.Cout);
-            float *nw_ = fbuf(nw), *nb = fbuf(s.Cout);
-            float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
-            size_t nws = be->conv2d_ws_floats(&s);
-            float *ws = fbuf(nws + 1);
-            fill(ws, nws, 97, -1e30f, 1e30f);
-            be->conv2d_bwd(&s, in.x, in.w, in.dy, dx, gw, gb, 0, ws);
-            fill(ws, nws, 96, -1e30f, 1e30f);
-            be->conv2d_bwd(&s, in.x, in.w, in.dy, NULL, nw_, nb, 0, ws);
-            check_same("oneDNN dx NULL dw", gw, nw_, nw * sizeof *gw);
-            check_same("oneDNN dx NULL db", gb, nb, s.Cout * sizeof *gb);
-            fill(sw, nw, 53, -3, 3);
-            fill(sb, s.Cout, 54, -3, 3);
-            memcpy(aw, sw, nw * sizeof *aw);
-            memcpy(ab, sb, s.Cout * sizeof *ab);
-            be->add(nw, sw, gw);
-            be->add(s.Cout, sb, gb);
-            be->conv2d_bwd(&s, in.x, in.w, in.dy, i % 2 ? NULL : dx, aw, ab, 1, ws);
-            check_same("oneDNN accumulate dw", sw, aw, nw * sizeof *sw);
-            check_same("oneDNN accumulate db", sb, ab, s.Cout * sizeof *sb);
-            direct_in_free(&in);
-            free(dx); free(gw); free(gb); free(nw_); free(nb); free(sw); free(sb);
-            free(aw); free(ab); free(ws);
+            check_accumulate_dx_null(be, &s, 1100 + 10 * i, i % 2 == 0, "oneDNN");
         }
 }
 END_TEST
@@ -762,20 +759,8 @@ START_TEST(conv_dnnl_threads)
     for (size_t sp = 0; sp < 2; sp++)
         for (size_t i = 0; i < NDNNL; i++) {
             cdp_conv_shape s = dnnl_shape((int)i);
-            int bias = dnnl_shapes[i][9];
-            struct direct_in in = direct_in_make(&s, 1300 + 10 * i);
-            static const int thr[3] = {1, 2, 3};
-            struct conv_out o[3];
-            for (int r = 0; r < 3; r++) {
-                const cdp_backend *be = cpu_split(thr[r], splits[sp]);
-                cdp_cpu_conv_dnnl = 2;
-                conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &o[r]);
-            }
-            for (int r = 1; r < 3; r++)
-                check_same_out("oneDNN threads", &s, &o[0], &o[r], bias);
-            for (int r = 0; r < 3; r++)
-                conv_out_free(&o[r]);
-            direct_in_free(&in);
+            check_threads_bitwise(&s, dnnl_shapes[i][9], 1300 + 10 * i, splits[sp],
+                                  &cdp_cpu_conv_dnnl, 2, "oneDNN threads");
         }
 }
 END_TEST
