@@ -276,10 +276,12 @@ fi
 
 SYS_MPICC=$(command -v mpicc 2>/dev/null || true)
 SYS_MPIRUN=$(command -v mpirun 2>/dev/null || true)
+# every phase; the default runs the first seven, the others on request
+ALL_PHASES="inventory build test parity mlp memory nets check train profile"
 phases=${*:-inventory build test parity mlp memory nets}
 for p in $phases; do
-    case $p in inventory|build|test|parity|mlp|nets|memory|check|train|profile) ;;
-        *) echo "run.sh: unknown phase '$p' (inventory build test parity mlp nets memory check train profile)" >&2; exit 2 ;;
+    case " $ALL_PHASES " in *" $p "*) ;;
+        *) echo "run.sh: unknown phase '$p' ($ALL_PHASES)" >&2; exit 2 ;;
     esac
 done
 T0=$(date +%s)
@@ -333,7 +335,7 @@ done
 {
     echo
     echo "== results (the RESULT lines of each log)"
-    for p in build test parity mlp nets memory check train profile; do
+    for p in $ALL_PHASES; do
         [ -f "$OUT/$p.log" ] && grep -h '^RESULT' "$OUT/$p.log" | cut -c1-300
     done
     echo "total: $(($(date +%s) - T0)) s"
