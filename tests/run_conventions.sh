@@ -19,6 +19,21 @@ echo "$out" | grep -q "1 rank x 2 threads (--threads)" && pass "--threads wins o
 out=$(env -u OMP_NUM_THREADS "$CDP" $base 2>&1)
 echo "$out" | sed -n 2p | grep -q "thread.* (the " && pass "default threads say where they come from" \
     || fail "default: $(echo "$out" | sed -n 2p)"
+# a BLAS kernel slower than the CPU allows is named in the banner (the
+# user's OPENBLAS_CORETYPE is respected, not silently)
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo; then
+    out=$(OPENBLAS_CORETYPE=Haswell "$CDP" $base 2>&1)
+    echo "$out" | grep -q "kernel Haswell (OPENBLAS_CORETYPE; SkylakeX is faster here)" \
+        && pass "OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU is named" \
+        || fail "OPENBLAS_CORETYPE=Haswell: $(echo "$out" | grep kernel)"
+    wide=$(echo "$out" | awk 'length($0) > 100')
+    [ -z "$wide" ] && pass "the kernel note keeps lines within 100 columns" || fail "wide: $wide"
+    out=$(OPENBLAS_CORETYPE=SkylakeX "$CDP" $base 2>&1)
+    echo "$out" | grep -q "faster here" && fail "SkylakeX named as slower: $(echo "$out" | grep kernel)" \
+        || pass "SkylakeX gets no note"
+else
+    echo "skip: no AVX-512 here, the kernel note is not checked"
+fi
 # --plan beyond the model's blocks: the timeline in stage units, never
 # activation byte figures of 0
 out=$("$CDP" --plan --stages 5 --workers 4 2>&1)

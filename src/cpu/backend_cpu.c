@@ -172,8 +172,9 @@ const cdp_backend *cdp_backend_cpu(int threads)
 
     const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();
-    int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s, %d thread%s, "
-                     "gemm split %d", cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), threads,
+    int n = snprintf(cpu_desc, sizeof cpu_desc, "cpu: %s kernel %s%s, %d thread%s, "
+                     "gemm split %d", cdp_cpu_blas_version(), cdp_cpu_blas_kernel(),
+                     cdp_cpu_blas_hint(), threads,
                      threads == 1 ? "" : "s", cdp_cpu_gemm_split);
     if (n > 0 && (size_t)n < sizeof cpu_desc && threads > cpus)
         n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n,

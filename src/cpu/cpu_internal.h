@@ -198,5 +198,7 @@ const char *cdp_cpu_blas_version(void);
 /* What cdp_backend_cpu_preinit changed in the environment, e.g.
  * "OPENBLAS_CORETYPE=SkylakeX GOMP_SPINCOUNT=50000", or "" */
 const char *cdp_cpu_preinit_note(void);
+/* " (why ...)" after the kernel's name when the CPU supports a faster one */
+const char *cdp_cpu_blas_hint(void);
 
 #endif
