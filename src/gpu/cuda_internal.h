@@ -144,5 +144,8 @@ void cdp_cuda_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float 
 void cdp_cuda_add_rows(int R, int N, const float *x, const float *p, float *y);
 void cdp_cuda_sum_rows(int R, int N, const float *x, float *out, int accumulate);
 void cdp_cuda_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
+/* out[c] = (or +=) the sum over the R rows (stride ld) of column c; also
+ * Linear's bias gradient */
+void cdp_cuda_colsum(int R, int N, size_t ld, const float *x, float *out, int accumulate);
 
 #endif

@@ -59,24 +59,10 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
         cdp_cuda_relu_fwd(n, y);
 }
 
-/* db[j] = sum over rows r = 0, 1, ..., B-1 of dy[r, j], in that order: one
- * thread per column (coalesced across the warp), no atomics. */
-__global__ static void k_colsum(int B, int out, const float *__restrict__ dy,
-                                float *__restrict__ db, int accumulate)
-{
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= out)
-        return;
-    float s = 0.0f;
-    const float *p = dy + j;
-    for (int r = 0; r < B; r++, p += out)
-        s = __fadd_rn(s, *p);
-    db[j] = accumulate ? __fadd_rn(db[j], s) : s;
-}
-
 /* With accumulate, dW += dy^T x (cuBLAS beta = 1, whose bits need not be
  * those of a separate product and add: the backend leaves accumulate_exact
- * NULL, so the executor does not rely on it) and db += column sums. */
+ * NULL, so the executor does not rely on it) and db += column sums
+ * (cdp_cuda_colsum). */
 void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
                          const float *dy, float *dx, float *dW, float *db, int relu_dx,
                          int accumulate)
@@ -103,11 +89,8 @@ void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
                                      in, out, B, &one, x, in, dy, out, accumulate ? &one : &zero,
                                      dW, in));
     }
-    if (db) {
-        unsigned g = (unsigned)((out + CDP_THREADS - 1) / CDP_THREADS);
-        k_colsum<<<g, CDP_THREADS, 0, cdp_cuda_g.stream>>>(B, out, dy, db, accumulate);
-        CDP_CUDA_LAUNCHED("k_colsum");
-    }
+    if (db)
+        cdp_cuda_colsum(B, out, (size_t)out, dy, db, accumulate);
     if (dx && in > 0) {
         /* Row-major dx[B,in] = dy[B,out] W[out,in], column-major
          * dx^T(in x B) = W^T(in x out, ld in) * dy^T(out x B, ld out). */

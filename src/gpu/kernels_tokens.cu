@@ -5,31 +5,34 @@
  * details the contract leaves open) operation by operation.
  *
  * Determinism, as in kernels.cu and kernels_image.cu: one stream, no
- * atomics, cuBLAS with atomics off and plain FP32 math.  Every reduction is
- * made by one thread in the contract's order: a softmax or LayerNorm row by
- * one thread, a column sum (LayerNorm dgamma/dbeta, sum_rows, the class
- * token's gradient) by one thread over the rows in order.  Arithmetic uses
- * the explicitly rounded intrinsics (__fadd_rn, __dmul_rn, ...) so that
- * nvcc contracts nothing into an FMA.
+ * atomics, cuBLAS with atomics off and plain FP32 math.  Reductions run in
+ * parallel in orders fixed by thread positions (reduce.cuh): a softmax or
+ * LayerNorm row by one warp, a column sum (LayerNorm dgamma/dbeta, sum_rows,
+ * the class token's gradient, Linear's bias gradient) by a block of 32
+ * columns x 32 row lanes.  Arithmetic uses the explicitly rounded
+ * intrinsics (__fadd_rn, __dmul_rn, ...) so that nvcc contracts nothing into
+ * an FMA.
  *
- * So, given the same inputs, these give the CPU's bits wherever the
- * operations are IEEE-exact: LayerNorm forward and backward (double sums in
- * order, correctly rounded sqrt and division), the tokens, add_rows,
- * sum_rows, copy_rows.  Softmax (expf), GELU (erf, exp in double) differ
- * from glibc's results by the math libraries' last-place errors, and the
- * batched GEMM by cuBLAS's summation order: those agree to rounding.
+ * So these agree with the CPU kernels to rounding: LayerNorm's sums are in
+ * double as on the CPU, in another order, and nearly always round to the
+ * CPU's float; softmax sums in float in another order (and expf differs
+ * from glibc's by the last place); the column sums are carried in double
+ * where the CPU adds floats in order.  Moves (the tokens, add_rows,
+ * copy_rows) give the CPU's bits.  Until 2026-11-27 every reduction was
+ * one thread's, in the CPU's order, for the CPU's bits: vit-b16 then
+ * trained at 0.34-0.40x PyTorch's speed on an H200 (768 threads summing
+ * 6304 rows each; softmax rows walked by one thread, uncoalesced).
  *
- * One thread a row keeps the CPU's order at the price of parallelism within
- * a row: fine for ViT rows (T ~ 50-200, D ~ 192-768), not tuned.
- *
- * Status: first run on a GPU (NVIDIA H200) on 2026-11-26: tests/test_gpu,
- * which compares every kernel here with the CPU backend, passes, and
- * vit-tiny trains within 1.2e-7 of the CPU after 20 steps
- * (bench/RESULTS.md section 6).  Correct and deterministic; not tuned:
- * vit-b16 trains at 0.34-0.40x PyTorch's speed on that GPU. */
+ * Status: the one-thread kernels ran on a GPU (NVIDIA H200) on 2026-11-26:
+ * tests/test_gpu passed and vit-tiny trained within 1.2e-7 of the CPU
+ * after 20 steps (bench/RESULTS.md section 6).  The parallel kernels here
+ * are written and compiled without a GPU; tests/test_gpu checks them
+ * against the CPU (to rounding) and against themselves (bit for bit) on
+ * the next machine with one. */
 #include <cmath>
 
 #include "cuda_internal.h"
+#include "reduce.cuh"
 
 #define SQRT2 1.41421356237309504880168872420969808
 #define INV_SQRT_2PI 0.398942280401432677939946059934
@@ -77,39 +80,44 @@ void cdp_cuda_gemm_batched(int tA, int tB, int M, int N, int K, float alpha, con
 
 /* ---------------------------------------------------------------- softmax */
 
-/* one thread a row: mx = max (the first element, replaced by any greater
- * one), e_j = expf(x_j - mx), s = sum in order, x_j = e_j / s */
+/* one warp a row: mx = the row's max, e_j = expf(x_j - mx), s = the sum of
+ * the e_j (lane partials in order, then the butterfly), x_j = e_j / s */
 __global__ static void k_softmax_fwd(int R, int N, float *x)
 {
-    GRID_STRIDE(r, (size_t)R) {
+    const int lane = threadIdx.x % WARP;
+    WARP_ROWS(r, R) {
         float *xr = x + r * (size_t)N;
-        float mx = xr[0];
-        for (int j = 1; j < N; j++)
+        float mx = -INFINITY;
+        for (int j = lane; j < N; j += WARP)
             if (xr[j] > mx)
                 mx = xr[j];
+        mx = warp_max_f(mx);
         float s = 0.0f;
-        for (int j = 0; j < N; j++) {
+        for (int j = lane; j < N; j += WARP) {
             float e = expf(__fsub_rn(xr[j], mx));
             xr[j] = e;
             s = __fadd_rn(s, e);
         }
-        for (int j = 0; j < N; j++)
+        s = warp_sum_f(s);
+        for (int j = lane; j < N; j += WARP)
             xr[j] = __fdiv_rn(xr[j], s);
     }
 }
 
-/* one thread a row: dot = sum of dp_j * P_j in order;
- * dp_j = scale * (P_j * (dp_j - dot)) */
+/* one warp a row: dot = the sum of dp_j * P_j; dp_j = scale * (P_j * (dp_j
+ * - dot)) */
 __global__ static void k_softmax_bwd(int R, int N, float scale, const float *__restrict__ P,
                                      float *__restrict__ dp)
 {
-    GRID_STRIDE(r, (size_t)R) {
+    const int lane = threadIdx.x % WARP;
+    WARP_ROWS(r, R) {
         const float *p = P + r * (size_t)N;
         float *d = dp + r * (size_t)N;
         float dot = 0.0f;
-        for (int j = 0; j < N; j++)
+        for (int j = lane; j < N; j += WARP)
             dot = __fadd_rn(dot, __fmul_rn(d[j], p[j]));
-        for (int j = 0; j < N; j++)
+        dot = warp_sum_f(dot);
+        for (int j = lane; j < N; j += WARP)
             d[j] = __fmul_rn(scale, __fmul_rn(p[j], __fsub_rn(d[j], dot)));
     }
 }
@@ -118,7 +126,7 @@ void cdp_cuda_softmax_fwd(int R, int N, float *x)
 {
     if (R <= 0 || N <= 0)
         return;
-    k_softmax_fwd<<<grid_for((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, N, x);
+    k_softmax_fwd<<<grid_for_rows((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, N, x);
     CDP_CUDA_LAUNCHED("k_softmax_fwd");
 }
 
@@ -126,87 +134,99 @@ void cdp_cuda_softmax_bwd(int R, int N, float scale, const float *P, float *dp)
 {
     if (R <= 0 || N <= 0)
         return;
-    k_softmax_bwd<<<grid_for((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, N, scale, P,
+    k_softmax_bwd<<<grid_for_rows((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, N, scale, P,
                                                                              dp);
     CDP_CUDA_LAUNCHED("k_softmax_bwd");
 }
 
 /* ---------------------------------------------------------------- LayerNorm */
 
-/* one thread a row, in double over d in order: mean = sum / D, var = (sum
- * of (x - mean)^2) / D, rstd = (float)(1 / sqrt(var + eps)); in float
- * y = ((x - (float)mean) * rstd) * gamma + beta */
+/* one warp a row, in double: mean = sum / D, var = (sum of (x - mean)^2) /
+ * D, rstd = (float)(1 / sqrt(var + eps)); in float y = ((x - (float)mean) *
+ * rstd) * gamma + beta */
 __global__ static void k_ln_fwd(int R, int D, const float *__restrict__ x,
                                 const float *__restrict__ gamma, const float *__restrict__ beta,
                                 float eps, float *__restrict__ y, float *__restrict__ save)
 {
     const double dd = (double)D;
-    GRID_STRIDE(r, (size_t)R) {
+    const int lane = threadIdx.x % WARP;
+    WARP_ROWS(r, R) {
         const float *xr = x + r * (size_t)D;
         float *yr = y + r * (size_t)D;
         double sum = 0.0;
-        for (int d = 0; d < D; d++)
+        for (int d = lane; d < D; d += WARP)
             sum = __dadd_rn(sum, (double)xr[d]);
-        const double mean = __ddiv_rn(sum, dd);
+        const double mean = __ddiv_rn(warp_sum_d(sum), dd);
         double m2 = 0.0;
-        for (int d = 0; d < D; d++) {
+        for (int d = lane; d < D; d += WARP) {
             double t = __dsub_rn((double)xr[d], mean);
             m2 = __dadd_rn(m2, __dmul_rn(t, t));
         }
+        m2 = warp_sum_d(m2);
         const float fm = __double2float_rn(mean);
         const float rs = __double2float_rn(
             __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(__ddiv_rn(m2, dd), (double)eps))));
-        for (int d = 0; d < D; d++)
+        for (int d = lane; d < D; d += WARP)
             yr[d] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(xr[d], fm), rs), gamma[d]), beta[d]);
-        save[r] = fm;
-        save[R + r] = rs;
+        if (lane == 0) {
+            save[r] = fm;
+            save[R + r] = rs;
+        }
     }
 }
 
-/* one thread a column: dgamma = sum of dy * xhat, dbeta = sum of dy over
- * the rows in order, in double, rounded once; written or added */
-__global__ static void k_ln_param_grads(int R, int D, const float *__restrict__ x,
-                                        const float *__restrict__ save, const float *dy,
-                                        float *__restrict__ dgamma, float *__restrict__ dbeta,
-                                        int accumulate)
+/* a block of COL_W columns x COL_H row lanes (reduce.cuh): dgamma = sum of
+ * dy * xhat, dbeta = sum of dy, in double, rounded once; written or added */
+__global__ static void __launch_bounds__(COL_W * COL_H)
+k_ln_param_grads(int R, int D, const float *__restrict__ x, const float *__restrict__ save,
+                 const float *dy, float *__restrict__ dgamma, float *__restrict__ dbeta,
+                 int accumulate)
 {
-    GRID_STRIDE(c, (size_t)D) {
-        double sg = 0.0, sb = 0.0;
-        for (int r = 0; r < R; r++) {
+    __shared__ double sh[COL_H][COL_W + 1];
+    const int c = blockIdx.x * COL_W + threadIdx.x;
+    double sg = 0.0, sb = 0.0;
+    if (c < D)
+        for (int r = threadIdx.y; r < R; r += COL_H) {
             size_t at = (size_t)r * (size_t)D + c;
             float xh = __fmul_rn(__fsub_rn(x[at], save[r]), save[R + r]);
             double g = (double)dy[at];
             sg = __dadd_rn(sg, __dmul_rn(g, (double)xh));
             sb = __dadd_rn(sb, g);
         }
+    sg = col_tree(sg, sh);
+    sb = col_tree(sb, sh);
+    if (threadIdx.y == 0 && c < D) {
         const float fg = __double2float_rn(sg), fb = __double2float_rn(sb);
         dgamma[c] = accumulate ? __fadd_rn(dgamma[c], fg) : fg;
         dbeta[c] = accumulate ? __fadd_rn(dbeta[c], fb) : fb;
     }
 }
 
-/* one thread a row: g = (double)dy * gamma, a = sum g, b = sum g * xhat in
- * double in order; dx = (float)(rstd * ((g - a/D) - xhat * (b/D))).  dx
- * may equal dy: the row's sums are complete before its first write */
+/* one warp a row: g = (double)dy * gamma, a = sum g, b = sum g * xhat in
+ * double; dx = (float)(rstd * ((g - a/D) - xhat * (b/D))).  dx may equal
+ * dy: the row's sums are complete (the butterfly) before its first write */
 __global__ static void k_ln_dx(int R, int D, const float *__restrict__ x,
                                const float *__restrict__ gamma, const float *__restrict__ save,
                                const float *dy, float *dx)
 {
     const double dd = (double)D;
-    GRID_STRIDE(r, (size_t)R) {
+    const int lane = threadIdx.x % WARP;
+    WARP_ROWS(r, R) {
         const float mean = save[r], rs = save[R + r];
         const float *xr = x + r * (size_t)D;
         const float *gr = dy + r * (size_t)D;
         float *o = dx + r * (size_t)D;
         double a = 0.0, b = 0.0;
-        for (int d = 0; d < D; d++) {
+        for (int d = lane; d < D; d += WARP) {
             float xh = __fmul_rn(__fsub_rn(xr[d], mean), rs);
             double g = __dmul_rn((double)gr[d], (double)gamma[d]);
             a = __dadd_rn(a, g);
             b = __dadd_rn(b, __dmul_rn(g, (double)xh));
         }
+        a = warp_sum_d(a);
+        b = warp_sum_d(b);
         const double ad = __ddiv_rn(a, dd), bd = __ddiv_rn(b, dd), rsd = (double)rs;
-        for (int d = 0; d < D; d++) {
+        for (int d = lane; d < D; d += WARP) {
             float xh = __fmul_rn(__fsub_rn(xr[d], mean), rs);
             double g = __dmul_rn((double)gr[d], (double)gamma[d]);
             o[d] = __double2float_rn(
@@ -220,7 +240,7 @@ void cdp_cuda_ln_fwd(int R, int D, const float *x, const float *gamma, const flo
 {
     if (R <= 0 || D <= 0)
         return;
-    k_ln_fwd<<<grid_for((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, D, x, gamma, beta,
+    k_ln_fwd<<<grid_for_rows((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, D, x, gamma, beta,
                                                                         eps, y, save);
     CDP_CUDA_LAUNCHED("k_ln_fwd");
 }
@@ -240,12 +260,12 @@ void cdp_cuda_ln_bwd(int R, int D, const float *x, const float *gamma, const flo
         return;
     }
     /* the column sums read dy before k_ln_dx (same stream) overwrites it */
-    k_ln_param_grads<<<grid_for((size_t)D), CDP_THREADS, 0, cdp_cuda_g.stream>>>(
+    k_ln_param_grads<<<col_grid(D), col_block(), 0, cdp_cuda_g.stream>>>(
         R, D, x, save, dy, dgamma, dbeta, accumulate);
     CDP_CUDA_LAUNCHED("k_ln_param_grads");
     if (!dx)
         return;
-    k_ln_dx<<<grid_for((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, D, x, gamma, save,
+    k_ln_dx<<<grid_for_rows((size_t)R), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, D, x, gamma, save,
                                                                        dy, dx);
     CDP_CUDA_LAUNCHED("k_ln_dx");
 }
@@ -316,20 +336,26 @@ __global__ static void k_tokens_dx(size_t n, int D, int np, const float *__restr
     }
 }
 
-/* out[c] = (or +=) the float sum of x[r * ld + c] over r = 0..R-1 in order;
- * one thread a column */
-__global__ static void k_colsum(int R, int N, size_t ld, const float *__restrict__ x,
-                                float *__restrict__ out, int accumulate)
+/* out[c] = (or +=) the sum of x[r * ld + c] over r = 0..R-1, in double,
+ * rounded once; a block of COL_W columns x COL_H row lanes (reduce.cuh) */
+__global__ static void __launch_bounds__(COL_W * COL_H)
+k_colsum(int R, int N, size_t ld, const float *__restrict__ x, float *__restrict__ out,
+         int accumulate)
 {
-    GRID_STRIDE(c, (size_t)N) {
-        float s = x[c];
-        for (int r = 1; r < R; r++)
-            s = __fadd_rn(s, x[(size_t)r * ld + c]);
-        out[c] = accumulate ? __fadd_rn(out[c], s) : s;
+    __shared__ double sh[COL_H][COL_W + 1];
+    const int c = blockIdx.x * COL_W + threadIdx.x;
+    double s = 0.0;
+    if (c < N)
+        for (int r = threadIdx.y; r < R; r += COL_H)
+            s = __dadd_rn(s, (double)x[(size_t)r * ld + c]);
+    s = col_tree(s, sh);
+    if (threadIdx.y == 0 && c < N) {
+        const float f = __double2float_rn(s);
+        out[c] = accumulate ? __fadd_rn(out[c], f) : f;
     }
 }
 
-static void colsum(int R, int N, size_t ld, const float *x, float *out, int accumulate)
+void cdp_cuda_colsum(int R, int N, size_t ld, const float *x, float *out, int accumulate)
 {
     if (N <= 0)
         return;
@@ -338,8 +364,7 @@ static void colsum(int R, int N, size_t ld, const float *x, float *out, int accu
             CDP_CUDA_CHECK(cudaMemsetAsync(out, 0, (size_t)N * sizeof(float), cdp_cuda_g.stream));
         return;
     }
-    k_colsum<<<grid_for((size_t)N), CDP_THREADS, 0, cdp_cuda_g.stream>>>(R, N, ld, x, out,
-                                                                        accumulate);
+    k_colsum<<<col_grid(N), col_block(), 0, cdp_cuda_g.stream>>>(R, N, ld, x, out, accumulate);
     CDP_CUDA_LAUNCHED("k_colsum");
 }
 
@@ -367,7 +392,7 @@ void cdp_cuda_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float 
     if (D <= 0)
         return;
     const int np = n > 0 ? n : 0;
-    colsum(B, D, ((size_t)np + 1) * (size_t)D, dy, dcls, accumulate);
+    cdp_cuda_colsum(B, D, ((size_t)np + 1) * (size_t)D, dy, dcls, accumulate);
     if (!dx || B <= 0 || np == 0)
         return;
     const size_t nx = (size_t)B * (size_t)D * (size_t)np;
@@ -386,7 +411,7 @@ void cdp_cuda_add_rows(int R, int N, const float *x, const float *p, float *y)
 
 void cdp_cuda_sum_rows(int R, int N, const float *x, float *out, int accumulate)
 {
-    colsum(R, N, (size_t)(N > 0 ? N : 0), x, out, accumulate);
+    cdp_cuda_colsum(R, N, (size_t)(N > 0 ? N : 0), x, out, accumulate);
 }
 
 void cdp_cuda_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld)
