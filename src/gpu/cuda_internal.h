@@ -42,6 +42,30 @@ static inline unsigned grid_for(size_t n)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* Index arithmetic in 32 bits where the extent allows.  The element-wise
+ * kernels divide their flat index to find coordinates, and a 64-bit
+ * division is a long software routine on the GPU where a 32-bit one is a
+ * few instructions.  fits32(n): n plus one grid's stride (grid_for caps it
+ * below 2^24) stays below 2^32.  A kernel templated on its index type I is
+ * launched by LAUNCH_I: uint32_t when n fits, size_t otherwise. */
+static inline bool fits32(size_t n)
+{
+    return n < ((size_t)1 << 32) - ((size_t)1 << 24);
+}
+
+#define GRID_STRIDE_I(I, i, n)                                                 \
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)(n);          \
+         i += (I)gridDim.x * blockDim.x)
+
+#define LAUNCH_I(kernel, n, grid, block, ...)                                  \
+    do {                                                                       \
+        if (fits32(n))                                                         \
+            kernel<uint32_t><<<(grid), (block), 0, cdp_cuda_g.stream>>>(__VA_ARGS__); \
+        else                                                                   \
+            kernel<size_t><<<(grid), (block), 0, cdp_cuda_g.stream>>>(__VA_ARGS__); \
+        CDP_CUDA_LAUNCHED(#kernel);                                            \
+    } while (0)
+
 /* A GPU error in the middle of training cannot be recovered from: name the
  * call, print one line, abort(). */
 [[noreturn]] void cdp_cuda_fail(const char *call, const char *what,

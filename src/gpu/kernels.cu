@@ -21,11 +21,12 @@
 /* ---------------------------------------------------------------- Linear */
 
 /* y[r, j] = b[j] for every row r (then SGEMM accumulates with beta = 1). */
-__global__ static void k_bias_rows(size_t n, int out, const float *__restrict__ b,
+template <typename I>
+__global__ static void k_bias_rows(I n, int out, const float *__restrict__ b,
                                    float *__restrict__ y)
 {
-    GRID_STRIDE(i, n)
-        y[i] = b[i % (size_t)out];
+    GRID_STRIDE_I(I, i, n)
+        y[i] = b[i % (I)out];
 }
 
 void cdp_cuda_relu_fwd(size_t n, float *y);
@@ -39,8 +40,7 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
     size_t n = (size_t)B * (size_t)out;
     float beta = 0.0f;
     if (b) {
-        k_bias_rows<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, out, b, y);
-        CDP_CUDA_LAUNCHED("k_bias_rows");
+        LAUNCH_I(k_bias_rows, n, grid_for(n), CDP_THREADS, n, out, b, y);
         beta = 1.0f;
     }
     if (in <= 0) {

@@ -108,50 +108,54 @@ size_t cdp_cuda_conv2d_ws_floats(const cdp_conv_shape *s)
 }
 
 /* y[b, co, q] = b[co] (or +0 without a bias), n = B*Cout*P */
-__global__ static void k_conv_bias(size_t n, int Cout, size_t P, const float *__restrict__ b,
+template <typename I>
+__global__ static void k_conv_bias(I n, int Cout, I P, const float *__restrict__ b,
                                    float *__restrict__ y)
 {
-    GRID_STRIDE(i, n)
-        y[i] = b ? b[(i / P) % (size_t)Cout] : 0.0f;
+    GRID_STRIDE_I(I, i, n)
+        y[i] = b ? b[(i / P) % (I)Cout] : 0.0f;
 }
 
 /* The patches of samples b0..b0+g-1: element (gi, k, q) of the im2col, k =
  * (ci*KH + kh)*KW + kw, q = oh*OW + ow, goes to col[gi*sg + k*sk + q]
  * (sg = K*P, sk = P: [g][K][P]; sg = P, sk = g*P: [K][g*P]); +0 outside x. */
+template <typename I>
 __global__ static void k_im2col(cdp_conv_shape s, const float *__restrict__ x, int b0, int g,
                                 size_t sg, size_t sk, float *__restrict__ col)
 {
-    const size_t P = (size_t)s.OH * (size_t)s.OW, K = (size_t)s.Cin * s.KH * s.KW;
-    const size_t n = (size_t)g * K * P;
-    GRID_STRIDE(i, n) {
-        size_t q = i % P, t = i / P;
-        size_t k = t % K, gi = t / K;
-        int ow = (int)(q % (size_t)s.OW), oh = (int)(q / (size_t)s.OW);
-        int kw = (int)(k % (size_t)s.KW);
-        size_t t2 = k / (size_t)s.KW;
-        int kh = (int)(t2 % (size_t)s.KH), ci = (int)(t2 / (size_t)s.KH);
+    const I P = (I)s.OH * (I)s.OW, K = (I)s.Cin * (I)s.KH * (I)s.KW;
+    const I n = (I)g * K * P;
+    GRID_STRIDE_I(I, i, n) {
+        I q = i % P, t = i / P;
+        I k = t % K, gi = t / K;
+        int ow = (int)(q % (I)s.OW), oh = (int)(q / (I)s.OW);
+        int kw = (int)(k % (I)s.KW);
+        I t2 = k / (I)s.KW;
+        int kh = (int)(t2 % (I)s.KH), ci = (int)(t2 / (I)s.KH);
         int ih = oh * s.stride - s.pad + kh, iw = ow * s.stride - s.pad + kw;
         float v = 0.0f;
         if (ih >= 0 && ih < s.H && iw >= 0 && iw < s.W)
             v = x[(((size_t)b0 + gi) * (size_t)s.Cin + (size_t)ci) * (size_t)s.H * (size_t)s.W
                   + (size_t)ih * (size_t)s.W + (size_t)iw];
-        col[gi * sg + k * sk + q] = v;
+        col[(size_t)gi * sg + (size_t)k * sk + q] = v;
     }
 }
 
 /* dx planes of samples b0..b0+g-1 from dcol[K][g*P]: each element sums
  * its contributions in the order (kh, kw), starting from +0 (as the CPU's
  * cleared plane gathering in the order kh, kw, oh, ow). */
+template <typename I>
 __global__ static void k_col2im(cdp_conv_shape s, const float *__restrict__ dcol, int b0, int g,
                                 float *__restrict__ dx)
 {
     const size_t P = (size_t)s.OH * (size_t)s.OW, HW = (size_t)s.H * (size_t)s.W;
-    const size_t ld = (size_t)g * P, n = (size_t)g * (size_t)s.Cin * HW;
-    GRID_STRIDE(i, n) {
-        size_t r = i % HW, t = i / HW;
-        int iw = (int)(r % (size_t)s.W), ih = (int)(r / (size_t)s.W);
-        int ci = (int)(t % (size_t)s.Cin);
-        size_t gi = t / (size_t)s.Cin;
+    const size_t ld = (size_t)g * P;
+    const I n = (I)g * (I)s.Cin * (I)HW;
+    GRID_STRIDE_I(I, i, n) {
+        I r = i % (I)HW, t = i / (I)HW;
+        int iw = (int)(r % (I)s.W), ih = (int)(r / (I)s.W);
+        int ci = (int)(t % (I)s.Cin);
+        size_t gi = t / (I)s.Cin;
         float acc = 0.0f;
         for (int kh = 0; kh < s.KH; kh++) {
             int th = ih + s.pad - kh;
@@ -176,28 +180,31 @@ __global__ static void k_col2im(cdp_conv_shape s, const float *__restrict__ dcol
 }
 
 /* tmp[co][gi*P + q] = dy[b0 + gi][co][q] for gi < g */
-__global__ static void k_gather_dy(int Cout, size_t P, const float *__restrict__ dy, int b0,
-                                   int g, float *__restrict__ tmp)
+template <typename I>
+__global__ static void k_gather_dy(int Cout, I P, const float *__restrict__ dy, int b0, int g,
+                                   float *__restrict__ tmp)
 {
-    const size_t n = (size_t)g * (size_t)Cout * P, ld = (size_t)g * P;
-    GRID_STRIDE(i, n) {
-        size_t q = i % P, t = i / P;
-        size_t co = t % (size_t)Cout, gi = t / (size_t)Cout;
-        tmp[co * ld + gi * P + q] = dy[(size_t)b0 * (size_t)Cout * P + i];
+    const I n = (I)g * (I)Cout * P;
+    const size_t ld = (size_t)g * P;
+    GRID_STRIDE_I(I, i, n) {
+        I q = i % P, t = i / P;
+        I co = t % (I)Cout, gi = t / (I)Cout;
+        tmp[(size_t)co * ld + (size_t)gi * P + q] = dy[(size_t)b0 * (size_t)Cout * P + i];
     }
 }
 
 /* db[co] (= or +=) the sum of dy over the samples and pixels of channel co:
  * one block per channel, thread-strided partial sums in double over the
  * B*P values (index b*P + q), a fixed tree, rounded to float once. */
-__global__ static void k_conv_db(int B, int Cout, size_t P, const float *__restrict__ dy,
+template <typename I>
+__global__ static void k_conv_db(int B, int Cout, I P, const float *__restrict__ dy,
                                  float *__restrict__ db, int accumulate)
 {
     __shared__ double sh[RED_THREADS];
     const int co = blockIdx.x;
-    const size_t n = (size_t)B * P;
+    const I n = (I)B * P;
     double sum = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += RED_THREADS) {
+    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
         size_t b = i / P, q = i % P;
         sum = __dadd_rn(sum, (double)dy[(b * (size_t)Cout + (size_t)co) * P + q]);
     }
@@ -212,8 +219,7 @@ static void im2col(const cdp_conv_shape *s, const float *x, int b0, int g, size_
                    size_t sk, float *col)
 {
     size_t n = (size_t)g * (size_t)s->Cin * s->KH * s->KW * (size_t)s->OH * (size_t)s->OW;
-    k_im2col<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(*s, x, b0, g, sg, sk, col);
-    CDP_CUDA_LAUNCHED("k_im2col");
+    LAUNCH_I(k_im2col, n, grid_for(n), CDP_THREADS, *s, x, b0, g, sg, sk, col);
 }
 
 void cdp_cuda_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
@@ -225,8 +231,7 @@ void cdp_cuda_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w
         return;
     const size_t P = (size_t)p.P, n = (size_t)s->B * (size_t)Cout * P;
     if (b || p.K <= 0) {   /* preload the bias (or, with no input channel, +0) */
-        k_conv_bias<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, Cout, P, b, y);
-        CDP_CUDA_LAUNCHED("k_conv_bias");
+        LAUNCH_I(k_conv_bias, n, grid_for(n), CDP_THREADS, n, Cout, P, b, y);
     }
     if (p.K <= 0)
         return;
@@ -275,8 +280,8 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
     }
     const size_t P = (size_t)p.P;
     if (db) {
-        k_conv_db<<<Cout, RED_THREADS, 0, cdp_cuda_g.stream>>>(s->B, Cout, P, dy, db, accumulate);
-        CDP_CUDA_LAUNCHED("k_conv_db");
+        LAUNCH_I(k_conv_db, (size_t)s->B * P, Cout, RED_THREADS, s->B, Cout, P, dy, db,
+                 accumulate);
     }
     float *col = ws, *tmp = ws + p.col, *dwt = tmp + p.tmp;
     float *dwd = accumulate ? dwt : dw;
@@ -288,9 +293,7 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
         const float *dyc = dy + (size_t)b0 * (size_t)Cout * P;
         if (g > 1) {
             size_t n = (size_t)g * (size_t)Cout * P;
-            k_gather_dy<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(Cout, P, dy, b0, g,
-                                                                           tmp);
-            CDP_CUDA_LAUNCHED("k_gather_dy");
+            LAUNCH_I(k_gather_dy, n, grid_for(n), CDP_THREADS, Cout, P, dy, b0, g, tmp);
             dyc = tmp;
         }
         const int direct = p.ident && g == 1;
@@ -315,8 +318,7 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
                                      &one, dyc, nc, w, p.K, &zero, dst, nc));
         if (!direct) {
             size_t n = (size_t)g * (size_t)s->Cin * (size_t)s->H * (size_t)s->W;
-            k_col2im<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(*s, col, b0, g, dx);
-            CDP_CUDA_LAUNCHED("k_col2im");
+            LAUNCH_I(k_col2im, n, grid_for(n), CDP_THREADS, *s, col, b0, g, dx);
         }
     }
     if (accumulate)
@@ -326,11 +328,15 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
 /* ---------------------------------------------------------------- BatchNorm */
 
 #define BN_AT(b, c, p) (((size_t)(b) * (size_t)C + (size_t)(c)) * (size_t)HW + (size_t)(p))
+/* element i of channel c's B*HW values: i / HW and i % HW in the index type I
+ * of the kernel (cuda_internal.h: 32 bits where they fit) */
+#define BN_I(i, c) BN_AT((i) / (I)HW, c, (i) % (I)HW)
 
 /* One block per channel c: mean = sum / n, M2 = sum of (x - mean)^2 in
  * double (thread-strided over the index b*HW + p, fixed tree); invstd =
  * (float)(1 / sqrt(M2/n + eps)); y = ((x - (float)mean) * invstd) * gamma
  * + beta in float. */
+template <typename I>
 __global__ static void k_bn_fwd_train(int B, int C, int HW, const float *__restrict__ x,
                                       const float *__restrict__ gamma,
                                       const float *__restrict__ beta, float eps,
@@ -339,15 +345,15 @@ __global__ static void k_bn_fwd_train(int B, int C, int HW, const float *__restr
 {
     __shared__ double sh[RED_THREADS];
     const int c = blockIdx.x;
-    const size_t n = (size_t)B * (size_t)HW;
+    const I n = (I)B * (I)HW;
     const double dn = (double)B * (double)HW;
     double sum = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += RED_THREADS)
-        sum = __dadd_rn(sum, (double)x[BN_AT(i / HW, c, i % HW)]);
+    for (I i = threadIdx.x; i < n; i += RED_THREADS)
+        sum = __dadd_rn(sum, (double)x[BN_I(i, c)]);
     const double mean = __ddiv_rn(block_sum(sum, sh), dn);
     double m2 = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += RED_THREADS) {
-        double d = __dsub_rn((double)x[BN_AT(i / HW, c, i % HW)], mean);
+    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+        double d = __dsub_rn((double)x[BN_I(i, c)], mean);
         m2 = __dadd_rn(m2, __dmul_rn(d, d));
     }
     m2 = block_sum(m2, sh);
@@ -355,8 +361,8 @@ __global__ static void k_bn_fwd_train(int B, int C, int HW, const float *__restr
     const float is = __double2float_rn(
         __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(__ddiv_rn(m2, dn), (double)eps))));
     const float ga = gamma[c], be = beta[c];
-    for (size_t i = threadIdx.x; i < n; i += RED_THREADS) {
-        size_t at = BN_AT(i / HW, c, i % HW);
+    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+        size_t at = BN_I(i, c);
         y[at] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x[at], fm), is), ga), be);
     }
     if (threadIdx.x == 0) {
@@ -368,15 +374,16 @@ __global__ static void k_bn_fwd_train(int B, int C, int HW, const float *__restr
 }
 
 /* y = ((x - rmean) / sqrt(rvar + eps)) * gamma + beta, in float */
-__global__ static void k_bn_fwd_eval(size_t n, int C, int HW, const float *__restrict__ x,
+template <typename I>
+__global__ static void k_bn_fwd_eval(I n, int C, int HW, const float *__restrict__ x,
                                      const float *__restrict__ gamma,
                                      const float *__restrict__ beta,
                                      const float *__restrict__ rmean,
                                      const float *__restrict__ rvar, float eps,
                                      float *__restrict__ y)
 {
-    GRID_STRIDE(i, n) {
-        int c = (int)((i / (size_t)HW) % (size_t)C);
+    GRID_STRIDE_I(I, i, n) {
+        int c = (int)((i / (I)HW) % (I)C);
         float sd = __fsqrt_rn(__fadd_rn(rvar[c], eps));
         y[i] = __fadd_rn(__fmul_rn(__fdiv_rn(__fsub_rn(x[i], rmean[c]), sd), gamma[c]), beta[c]);
     }
@@ -389,6 +396,7 @@ __global__ static void k_bn_fwd_eval(size_t n, int C, int HW, const float *__res
  * float.  dx may equal dy: the sums are complete (block_sum synchronises)
  * before any dx is written, and each element is read before it is written
  * by the same thread. */
+template <typename I>
 __global__ static void k_bn_bwd(int B, int C, int HW, float nf, const float *__restrict__ x,
                                 const float *__restrict__ gamma, const float *__restrict__ save,
                                 const float *dy, float *dx, float *__restrict__ dgamma,
@@ -396,11 +404,11 @@ __global__ static void k_bn_bwd(int B, int C, int HW, float nf, const float *__r
 {
     __shared__ double sh[RED_THREADS];
     const int c = blockIdx.x;
-    const size_t n = (size_t)B * (size_t)HW;
+    const I n = (I)B * (I)HW;
     const float mean = save[c], is = save[C + c];
     double sdy = 0.0, sdyx = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += RED_THREADS) {
-        size_t at = BN_AT(i / HW, c, i % HW);
+    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+        size_t at = BN_I(i, c);
         float xh = __fmul_rn(__fsub_rn(x[at], mean), is);
         double d = (double)dy[at];
         sdy = __dadd_rn(sdy, d);
@@ -410,8 +418,8 @@ __global__ static void k_bn_bwd(int B, int C, int HW, float nf, const float *__r
     sdyx = block_sum(sdyx, sh);
     const float fdb = __double2float_rn(sdy), fdg = __double2float_rn(sdyx);
     const float k = __fdiv_rn(__fmul_rn(gamma[c], is), nf);
-    for (size_t i = threadIdx.x; i < n; i += RED_THREADS) {
-        size_t at = BN_AT(i / HW, c, i % HW);
+    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+        size_t at = BN_I(i, c);
         float xh = __fmul_rn(__fsub_rn(x[at], mean), is);
         float v = __fsub_rn(__fsub_rn(__fmul_rn(nf, dy[at]), fdb), __fmul_rn(xh, fdg));
         dx[at] = __fmul_rn(k, v);
@@ -453,9 +461,9 @@ void cdp_cuda_bn_fwd_train(int B, int C, int HW, const float *x, const float *ga
 {
     if (C <= 0)
         return;
-    k_bn_fwd_train<<<C, RED_THREADS, 0, cdp_cuda_g.stream>>>(B < 0 ? 0 : B, C, HW < 0 ? 0 : HW,
-                                                              x, gamma, beta, eps, y, save, stats);
-    CDP_CUDA_LAUNCHED("k_bn_fwd_train");
+    const int b = B < 0 ? 0 : B, hw = HW < 0 ? 0 : HW;
+    LAUNCH_I(k_bn_fwd_train, (size_t)b * (size_t)hw, C, RED_THREADS, b, C, hw, x, gamma, beta,
+             eps, y, save, stats);
 }
 
 void cdp_cuda_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
@@ -465,9 +473,8 @@ void cdp_cuda_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gam
     if (B <= 0 || C <= 0 || HW <= 0)
         return;
     size_t n = (size_t)B * (size_t)C * (size_t)HW;
-    k_bn_fwd_eval<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, C, HW, x, gamma, beta,
-                                                                     rmean, rvar, eps, y);
-    CDP_CUDA_LAUNCHED("k_bn_fwd_eval");
+    LAUNCH_I(k_bn_fwd_eval, n, grid_for(n), CDP_THREADS, n, C, HW, x, gamma, beta, rmean, rvar,
+             eps, y);
 }
 
 void cdp_cuda_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
@@ -477,10 +484,9 @@ void cdp_cuda_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
     if (C <= 0)
         return;
     const float nf = (float)((double)B * (double)HW);
-    k_bn_bwd<<<C, RED_THREADS, 0, cdp_cuda_g.stream>>>(B < 0 ? 0 : B, C, HW < 0 ? 0 : HW, nf, x,
-                                                        gamma, save, dy, dx, dgamma, dbeta,
-                                                        accumulate);
-    CDP_CUDA_LAUNCHED("k_bn_bwd");
+    const int b = B < 0 ? 0 : B, hw = HW < 0 ? 0 : HW;
+    LAUNCH_I(k_bn_bwd, (size_t)b * (size_t)hw, C, RED_THREADS, b, C, hw, nf, x, gamma, save, dy,
+             dx, dgamma, dbeta, accumulate);
 }
 
 void cdp_cuda_bn_running_update(int C, int N, double n, const double *stats, size_t stride,

@@ -314,25 +314,26 @@ void cdp_cuda_gelu_bwd(size_t n, const float *x, const float *dy, float *dx)
 
 /* y[b, 0, :] = cls, y[b, 1 + i, d] = x[b, d, i]; one thread an output,
  * n = B*T*D, T = np + 1 */
-__global__ static void k_tokens_fwd(size_t n, int D, int np, const float *__restrict__ x,
+template <typename I>
+__global__ static void k_tokens_fwd(I n, int D, int np, const float *__restrict__ x,
                                     const float *__restrict__ cls, float *__restrict__ y)
 {
-    const size_t T = (size_t)np + 1;
-    GRID_STRIDE(i, n) {
-        size_t d = i % (size_t)D, t = (i / (size_t)D) % T, b = i / ((size_t)D * T);
-        y[i] = t == 0 ? cls[d] : x[(b * (size_t)D + d) * (size_t)np + (t - 1)];
+    const I T = (I)np + 1;
+    GRID_STRIDE_I(I, i, n) {
+        I d = i % (I)D, bt = i / (I)D, t = bt % T, b = bt / T;
+        y[i] = t == 0 ? cls[d] : x[((size_t)b * (size_t)D + d) * (size_t)np + (t - 1)];
     }
 }
 
 /* dx[b, d, k] = dy[b, 1 + k, d]; one thread an output, n = B*D*np */
-__global__ static void k_tokens_dx(size_t n, int D, int np, const float *__restrict__ dy,
+template <typename I>
+__global__ static void k_tokens_dx(I n, int D, int np, const float *__restrict__ dy,
                                    float *__restrict__ dx)
 {
     const size_t T = (size_t)np + 1;
-    GRID_STRIDE(i, n) {
-        size_t k = i % (size_t)np, d = (i / (size_t)np) % (size_t)D;
-        size_t b = i / ((size_t)np * (size_t)D);
-        dx[i] = dy[(b * T + 1 + k) * (size_t)D + d];
+    GRID_STRIDE_I(I, i, n) {
+        I k = i % (I)np, bd = i / (I)np, d = bd % (I)D, b = bd / (I)D;
+        dx[i] = dy[((size_t)b * T + 1 + k) * (size_t)D + d];
     }
 }
 
@@ -369,11 +370,12 @@ void cdp_cuda_colsum(int R, int N, size_t ld, const float *x, float *out, int ac
 }
 
 /* y[r, j] = x[r, j] + p[j], n = R*N; y may equal x */
-__global__ static void k_add_rows(size_t n, int N, const float *x, const float *__restrict__ p,
+template <typename I>
+__global__ static void k_add_rows(I n, int N, const float *x, const float *__restrict__ p,
                                   float *y)
 {
-    GRID_STRIDE(i, n)
-        y[i] = __fadd_rn(x[i], p[i % (size_t)N]);
+    GRID_STRIDE_I(I, i, n)
+        y[i] = __fadd_rn(x[i], p[i % (I)N]);
 }
 
 void cdp_cuda_tokens_fwd(int B, int D, int n, const float *x, const float *cls, float *y)
@@ -382,8 +384,7 @@ void cdp_cuda_tokens_fwd(int B, int D, int n, const float *x, const float *cls, 
         return;
     const int np = n > 0 ? n : 0;
     const size_t ny = (size_t)B * ((size_t)np + 1) * (size_t)D;
-    k_tokens_fwd<<<grid_for(ny), CDP_THREADS, 0, cdp_cuda_g.stream>>>(ny, D, np, x, cls, y);
-    CDP_CUDA_LAUNCHED("k_tokens_fwd");
+    LAUNCH_I(k_tokens_fwd, ny, grid_for(ny), CDP_THREADS, ny, D, np, x, cls, y);
 }
 
 void cdp_cuda_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float *dcls,
@@ -396,8 +397,7 @@ void cdp_cuda_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float 
     if (!dx || B <= 0 || np == 0)
         return;
     const size_t nx = (size_t)B * (size_t)D * (size_t)np;
-    k_tokens_dx<<<grid_for(nx), CDP_THREADS, 0, cdp_cuda_g.stream>>>(nx, D, np, dy, dx);
-    CDP_CUDA_LAUNCHED("k_tokens_dx");
+    LAUNCH_I(k_tokens_dx, nx, grid_for(nx), CDP_THREADS, nx, D, np, dy, dx);
 }
 
 void cdp_cuda_add_rows(int R, int N, const float *x, const float *p, float *y)
@@ -405,8 +405,7 @@ void cdp_cuda_add_rows(int R, int N, const float *x, const float *p, float *y)
     if (R <= 0 || N <= 0)
         return;
     const size_t n = (size_t)R * (size_t)N;
-    k_add_rows<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, N, x, p, y);
-    CDP_CUDA_LAUNCHED("k_add_rows");
+    LAUNCH_I(k_add_rows, n, grid_for(n), CDP_THREADS, n, N, x, p, y);
 }
 
 void cdp_cuda_sum_rows(int R, int N, const float *x, float *out, int accumulate)
