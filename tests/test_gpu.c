@@ -8,7 +8,8 @@
  * based Linear layers, 1e-5 for softmax cross-entropy, exact or 1e-6 for the
  * element-wise kernels), the loss statistics agree, and every GPU kernel is
  * deterministic (the same call twice gives the same bits).  The image
- * kernels likewise: conv2d, BatchNorm (training, evaluation, backward,
+ * kernels likewise: conv2d (on the im2col path, and on the cuDNN path where
+ * the build has it), BatchNorm (training, evaluation, backward,
  * running statistics) within 1e-5 of the largest CPU value, conv2d's and
  * bn_bwd's accumulate mode the bits of a separate result added with add();
  * pooling (values, argmax offsets, gradients), add3 and f64_pack/unpack
@@ -702,9 +703,15 @@ static float *conv_ws(const cdp_backend *be, const cdp_conv_shape *s)
     return d;
 }
 
-START_TEST(test_conv2d)
+/* The convolution path switch of the CUDA backend (src/gpu/conv_cudnn.cu);
+ * weak: a build without CUDA has neither symbol. */
+extern int cdp_cuda_conv_cudnn __attribute__((weak));
+extern const int cdp_cuda_have_cudnn __attribute__((weak));
+
+/* conv2d on the GPU path set (path: its name in the messages) against the
+ * CPU: forward, backward, dx NULL, accumulate */
+static void check_conv2d(const cdp_conv_shape s, const char *path)
 {
-    const cdp_conv_shape s = conv_shape_of(_i);
     const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
     const size_t nw = (size_t)s.Cout * s.Cin * s.KH * s.KW, nb = (size_t)s.Cout;
     float *x = rand_floats(nx, -1.0f, 1.0f), *w = rand_floats(nw, -0.5f, 0.5f);
@@ -724,8 +731,9 @@ START_TEST(test_conv2d)
     float *cws = conv_ws(cpu, &s);
 
     for (int bias = 0; bias < 2; bias++) {
-        snprintf(what, sizeof what, "conv2d_fwd%s B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d",
-                 bias ? " (bias)" : "", s.B, s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+        snprintf(what, sizeof what, "%s conv2d_fwd%s B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d",
+                 path, bias ? " (bias)" : "", s.B, s.Cin, s.H, s.W, s.Cout, s.KH, s.stride,
+                 s.pad);
         gpu->conv2d_fwd(&s, gx, gw, bias ? gb : NULL, gy, gws);
         gpu->conv2d_fwd(&s, gx, gw, bias ? gb : NULL, gy2, gws);
         cpu->conv2d_fwd(&s, cx, cw, bias ? cb : NULL, cy, cws);
@@ -742,16 +750,16 @@ START_TEST(test_conv2d)
     float *hdx = fetch(gpu, gdx, nx), *hdx2 = fetch(gpu, gdx2, nx), *rdx = fetch(cpu, cdx, nx);
     float *hg = fetch(gpu, gg, nw + nb), *hg2 = fetch(gpu, gg2, nw + nb);
     float *rg = fetch(cpu, cg, nw + nb);
-    snprintf(what, sizeof what, "conv2d_bwd dx B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d", s.B,
-             s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+    snprintf(what, sizeof what, "%s conv2d_bwd dx B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d",
+             path, s.B, s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
     expect_close(what, hdx, rdx, nx, 1e-5);
     expect_same_bits(what, hdx, hdx2, nx * 4);
-    snprintf(what, sizeof what, "conv2d_bwd dw B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d", s.B,
-             s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+    snprintf(what, sizeof what, "%s conv2d_bwd dw B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d",
+             path, s.B, s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
     expect_close(what, hg, rg, nw, 1e-5);
     expect_same_bits(what, hg, hg2, nw * 4);
-    snprintf(what, sizeof what, "conv2d_bwd db B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d", s.B,
-             s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
+    snprintf(what, sizeof what, "%s conv2d_bwd db B=%d Cin=%d %dx%d Cout=%d k=%d s=%d p=%d",
+             path, s.B, s.Cin, s.H, s.W, s.Cout, s.KH, s.stride, s.pad);
     expect_close(what, hg + nw, rg + nw, nb, 1e-5);
     expect_same_bits(what, hg + nw, hg2 + nw, nb * 4);
 
@@ -759,8 +767,8 @@ START_TEST(test_conv2d)
     gpu->conv2d_bwd(&s, gx, gw, gdy, NULL, gg2, gg2 + nw, 0, gws);
     free(hg2);
     hg2 = fetch(gpu, gg2, nw + nb);
-    snprintf(what, sizeof what, "conv2d_bwd (dx NULL) B=%d Cin=%d Cout=%d k=%d", s.B, s.Cin,
-             s.Cout, s.KH);
+    snprintf(what, sizeof what, "%s conv2d_bwd (dx NULL) B=%d Cin=%d Cout=%d k=%d", path, s.B,
+             s.Cin, s.Cout, s.KH);
     expect_same_bits(what, hg, hg2, (nw + nb) * 4);
 
     /* accumulate: close to the CPU's, and the bits of the separate result
@@ -768,8 +776,8 @@ START_TEST(test_conv2d)
     gpu->conv2d_bwd(&s, gx, gw, gdy, gdx2, gacc, gacc + nw, 1, gws);
     cpu->conv2d_bwd(&s, cx, cw, cdy, cdx, cacc, cacc + nw, 1, cws);
     float *hacc = fetch(gpu, gacc, nw + nb), *racc = fetch(cpu, cacc, nw + nb);
-    snprintf(what, sizeof what, "conv2d_bwd accumulate B=%d Cin=%d Cout=%d k=%d", s.B, s.Cin,
-             s.Cout, s.KH);
+    snprintf(what, sizeof what, "%s conv2d_bwd accumulate B=%d Cin=%d Cout=%d k=%d", path,
+             s.B, s.Cin, s.Cout, s.KH);
     expect_close(what, hacc, racc, nw + nb, 1e-5);
     float *gsep = put(gpu, acc, (nw + nb) * 4);
     gpu->add(nw + nb, gsep, gg);
@@ -786,6 +794,20 @@ START_TEST(test_conv2d)
     for (size_t i = 0; i < sizeof call / sizeof call[0]; i++)
         cpu->free(call[i]);
     free(x); free(w); free(b); free(dy); free(acc);
+}
+
+START_TEST(test_conv2d)
+{
+    const cdp_conv_shape s = conv_shape_of(_i);
+    ck_assert_msg(&cdp_cuda_conv_cudnn != NULL && &cdp_cuda_have_cudnn != NULL,
+                  "the CUDA backend's conv path switch is missing");
+    cdp_cuda_conv_cudnn = 0;
+    check_conv2d(s, "im2col");
+    if (cdp_cuda_have_cudnn) {
+        cdp_cuda_conv_cudnn = 1;
+        check_conv2d(s, "cuDNN");
+    }
+    cdp_cuda_conv_cudnn = -1;   /* back to CDP_CUDNN's choice */
 }
 END_TEST
 

@@ -116,6 +116,23 @@ find_cuda() {
     export CUDA_HOME=$c
 }
 
+# configure's --with-cudnn: beside the toolkit (found there), pip's
+# nvidia-cudnn wheel (DIR/include, DIR/lib with libcudnn.so.9 only, which
+# m4/cdp_cudnn.m4 links by that name), or none (im2col convolutions)
+cudnn_arg() {
+    local d
+    if [ -f "$CUDA_HOME/include/cudnn.h" ]; then
+        echo "--with-cudnn=yes"
+        return
+    fi
+    d=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    if [ -n "$d" ] && [ -f "$d/include/cudnn.h" ]; then
+        echo "--with-cudnn=$d"
+    else
+        echo "--with-cudnn=no"
+    fi
+}
+
 # ---------------------------------------------------------------- inventory
 inventory() {
     local v
@@ -178,20 +195,22 @@ ph_build() {
             *) cp "$root/$f" "$S/$f" && n=$((n + 1)) && echo "  from this tree: $f" ;;
         esac
     done < <(tar -tzf "$tgz" | sed "s|^$top/||" | grep -v '/$')
-    for f in $(cd "$root" && find src include tests -type f \( -name '*.c' -o -name '*.cu' -o -name '*.h' \
+    for f in $(cd "$root" && find src include tests -type f \( -name '*.c' -o -name '*.cu' -o -name '*.h' -o -name '*.cuh' \
                   -o -name '*.sh' -o -name '*.py' \) 2>/dev/null); do
         [ -f "$S/$f" ] || new="$new $f"
     done
     echo "build: sources from $tgz, $n file(s) of this tree copied over"
     [ -z "$stale" ] || echo "RESULT build WARNING: the tarball is stale ($stale differ): run bench/gpu/fetch.sh dist and carry .gpu again"
     [ -z "$new" ] || echo "RESULT build WARNING: not in the tarball, not built:$new"
-    args="--enable-cuda=yes --with-cuda=$CUDA_HOME --with-cuda-arch=${CUDA_ARCH:-90} NVCC=$NVCC ${CDP_CONFIGURE[*]}"
+    local cudnn
+    cudnn=$(cudnn_arg)
+    args="--enable-cuda=yes --with-cuda=$CUDA_HOME --with-cuda-arch=${CUDA_ARCH:-90} $cudnn NVCC=$NVCC ${CDP_CONFIGURE[*]}"
     mkdir -p "$B"
     cd "$B" || return 1
     if [ ! -f config.status ] || [ "$args" != "$(cat .gpu-configure 2>/dev/null)" ]; then
         echo "== configure $args"
         "$S/configure" --enable-cuda=yes --with-cuda="$CUDA_HOME" --with-cuda-arch="${CUDA_ARCH:-90}" \
-            NVCC="$NVCC" "${CDP_CONFIGURE[@]}" || { tail -40 config.log; cp config.log "$GPU_WORK/extra/"; return 1; }
+            "$cudnn" NVCC="$NVCC" "${CDP_CONFIGURE[@]}" || { tail -40 config.log; cp config.log "$GPU_WORK/extra/"; return 1; }
         echo "$args" >.gpu-configure
     fi
     cp config.log "$GPU_WORK/extra/"

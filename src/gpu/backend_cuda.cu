@@ -236,10 +236,10 @@ extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t
     cudaRuntimeGetVersion(&rt);
     std::snprintf(cu_desc, sizeof cu_desc,
                   "cuda: %s (%s, device %d of %d, %.1f GiB), cuBLAS %d.%d.%d, "
-                  "CUDA runtime %d.%d, FP32 (no TF32)",
+                  "CUDA runtime %d.%d, FP32 (no TF32), %s",
                   cdp_cuda_g.prop.name, ccbuf, dev, count,
                   (double)cdp_cuda_g.prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
-                  maj, min, pat, rt / 1000, (rt % 1000) / 10);
+                  maj, min, pat, rt / 1000, (rt % 1000) / 10, cdp_cuda_cudnn_describe());
 
     cdp_cuda_g.device = dev;
     cdp_cuda_g.ndevices = count;

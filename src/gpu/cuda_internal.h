@@ -42,6 +42,13 @@ static inline unsigned grid_for(size_t n)
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* n rounded up to a multiple of 64 (workspace carving: 256-byte aligned
+ * float offsets) */
+static inline size_t round64(size_t n)
+{
+    return (n + 63) / 64 * 64;
+}
+
 /* Index arithmetic in 32 bits where the extent allows.  The element-wise
  * kernels divide their flat index to find coordinates, and a 64-bit
  * division is a long software routine on the GPU where a 32-bit one is a
@@ -148,6 +155,16 @@ void cdp_cuda_maxpool_bwd(int B, int C, int H, int W, int OH, int OW, const int3
 void cdp_cuda_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
 void cdp_cuda_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
 void cdp_cuda_add3(size_t n, const float *a, const float *b, float *y);
+
+/* cuDNN convolutions (conv_cudnn.cu), tried first by the conv2d entry
+ * points: each returns 0 (ws_floats: 0) where cuDNN is off, not built or
+ * does not take the shape, and the caller runs im2col. */
+size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *s);
+int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, int bias,
+                       float *y, float *ws);
+int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, const float *dy,
+                       float *dx, float *dw, int accumulate, float *ws);
+const char *cdp_cuda_cudnn_describe(void);
 
 /* Transformer kernels (kernels_tokens.cu): batched GEMM, softmax, LayerNorm,
  * GELU, patch/class tokens and the row helpers of the backend contract. */

@@ -34,6 +34,8 @@
  *     (the contract's bits of a separate add), db rounded to float then
  *     added.  db: per channel, in double, one block, fixed tree, rounded
  *     once.
+ * Where cuDNN takes the shape (conv_cudnn.cu: built with it, CDP_CUDNN not
+ * 0), the three passes run there instead; db stays here.
  * BatchNorm: one block of BN_THREADS per channel, thread-strided partial
  * sums in double over the channel's n = B*HW values, then a fixed tree.
  *
@@ -49,11 +51,6 @@
 /* floats of one chunk's im2col plus its gathered dy (128 MiB) */
 #define CONV_CHUNK_FLOATS ((size_t)1 << 25)
 #define RED_THREADS 256 /* threads of the per-channel reduction blocks */
-
-static size_t round64(size_t n)
-{
-    return (n + 63) / 64 * 64;
-}
 
 /* ---------------------------------------------------------------- reductions */
 
@@ -103,6 +100,9 @@ static conv_plan conv_plan_make(const cdp_conv_shape *s)
 
 size_t cdp_cuda_conv2d_ws_floats(const cdp_conv_shape *s)
 {
+    size_t c = cdp_cuda_cudnn_ws_floats(s);
+    if (c)
+        return c;
     conv_plan p = conv_plan_make(s);
     return p.col + p.tmp + p.dwt;
 }
@@ -233,7 +233,7 @@ void cdp_cuda_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w
     if (b || p.K <= 0) {   /* preload the bias (or, with no input channel, +0) */
         LAUNCH_I(k_conv_bias, n, grid_for(n), CDP_THREADS, n, Cout, P, b, y);
     }
-    if (p.K <= 0)
+    if (p.K <= 0 || cdp_cuda_cudnn_fwd(s, x, w, b != nullptr, y, ws))
         return;
     const float one = 1.0f, beta = b ? 1.0f : 0.0f;
     const long long sx = (long long)p.K * p.P, sy = (long long)Cout * p.P;
@@ -283,6 +283,8 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
         LAUNCH_I(k_conv_db, (size_t)s->B * P, Cout, RED_THREADS, s->B, Cout, P, dy, db,
                  accumulate);
     }
+    if (cdp_cuda_cudnn_bwd(s, x, w, dy, dx, dw, accumulate, ws))
+        return;
     float *col = ws, *tmp = ws + p.col, *dwt = tmp + p.tmp;
     float *dwd = accumulate ? dwt : dw;
     const float one = 1.0f, zero = 0.0f;

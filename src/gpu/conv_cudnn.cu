@@ -1,0 +1,275 @@
+/* The CUDA backend's convolutions through cuDNN (built with CDP_HAVE_CUDNN:
+ * configure --with-cudnn, m4/cdp_cudnn.m4), called by kernels_image.cu's
+ * conv2d entry points for every shape cuDNN takes; the others stay on
+ * im2col + cuBLAS.
+ *
+ * Why.  im2col materialises K = Cin*KH*KW rows per output pixel (9x the
+ * input for a 3x3) and col2im gathers them back; cuDNN's implicit-GEMM and
+ * FFT/Winograd kernels do not, and they are what PyTorch runs.
+ *
+ * Numerics and determinism.  Plain FP32: the convolution descriptor's math
+ * type is CUDNN_FMA_MATH (no TF32 tensor ops), and only algorithms cuDNN
+ * reports as CUDNN_DETERMINISTIC with that math type are taken.  The
+ * algorithm of each pass is cuDNN's heuristic choice
+ * (cudnnGet*Algorithm_v7: no timing, so the same shape on the same device
+ * and library always gets the same algorithm), the first in its ranking
+ * that is deterministic, FMA-only and needs at most CDP_CUDNN_WS_MB
+ * (default 256) MiB of workspace.  So a run's bits depend on the shape, the
+ * GPU and the cuDNN version, never on timing, ranks or threads.  The sums
+ * are cuDNN's order, not the CPU's: they agree to rounding (tests/test_gpu
+ * checks both paths).
+ *
+ * The contract (include/cdp/backend.h): y = conv + bias (y preloaded with
+ * the bias, cuDNN adds onto it with beta = 1, as the im2col path's GEMM
+ * does); dw into ws and then add() with accumulate (the bits of a separate
+ * result added); db stays with kernels_image.cu (k_conv_db); dx is
+ * overwritten (beta = 0) and may be NULL.
+ *
+ * ws: [cuDNN workspace of the shape's three algorithms, their largest |
+ * dw for accumulate].  Descriptors and algorithms are cached per shape in a
+ * small table (recreated identically after an eviction) and live as long
+ * as the process.  Set CDP_CUDNN=0
+ * to run every convolution on the im2col path. */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_internal.h"
+
+/* 1: convolutions through cuDNN where it takes the shape; 0: im2col.
+ * Set from CDP_CUDNN at the first convolution; tests/test_gpu flips it. */
+extern "C" {
+int cdp_cuda_conv_cudnn = -1;
+}
+/* whether this build has the cuDNN path at all (extern: a const's linkage
+ * is internal otherwise, and tests/test_gpu reads it) */
+#ifdef CDP_HAVE_CUDNN
+extern "C" const int cdp_cuda_have_cudnn = 1;
+#else
+extern "C" const int cdp_cuda_have_cudnn = 0;
+#endif
+
+#ifdef CDP_HAVE_CUDNN
+#include <cudnn.h>
+
+#define CDP_CUDNN_CHECK(call)                                                  \
+    do {                                                                       \
+        cudnnStatus_t cdp_n_ = (call);                                         \
+        if (cdp_n_ != CUDNN_STATUS_SUCCESS)                                    \
+            cdp_cuda_fail(#call, cudnnGetErrorString(cdp_n_), __FILE__, __LINE__); \
+    } while (0)
+
+enum { CACHE = 64 };
+
+struct cudnn_conv {
+    cdp_conv_shape s;
+    int used;      /* slot holds s */
+    int ok;        /* cuDNN takes s: descriptors and algorithms below */
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws_bytes;   /* the largest of the three algorithms' */
+};
+
+static cudnnHandle_t handle;
+static cudnn_conv cache[CACHE];
+static int next_slot;
+static size_t ws_cap;
+
+static int enabled(void)
+{
+    if (cdp_cuda_conv_cudnn < 0) {
+        const char *e = getenv("CDP_CUDNN");
+        cdp_cuda_conv_cudnn = !(e && strcmp(e, "0") == 0);
+    }
+    return cdp_cuda_conv_cudnn;
+}
+
+static void ensure_handle(void)
+{
+    if (handle)
+        return;
+    CDP_CUDNN_CHECK(cudnnCreate(&handle));
+    CDP_CUDNN_CHECK(cudnnSetStream(handle, cdp_cuda_g.stream));
+    const char *mb = getenv("CDP_CUDNN_WS_MB");
+    long v = mb ? strtol(mb, nullptr, 10) : 0;
+    ws_cap = (size_t)(v > 0 ? v : 256) << 20;
+}
+
+static void release(cudnn_conv *c)
+{
+    if (c->used) {
+        cudnnDestroyTensorDescriptor(c->x);
+        cudnnDestroyTensorDescriptor(c->y);
+        cudnnDestroyFilterDescriptor(c->w);
+        cudnnDestroyConvolutionDescriptor(c->conv);
+    }
+    memset(c, 0, sizeof *c);
+}
+
+/* The first perf entry (cuDNN's ranking) that ran, is deterministic, uses
+ * FMA math only and fits the workspace cap; -1 if none. */
+template <typename Perf>
+static int pick(const Perf *perf, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+            perf[i].determinism == CUDNN_DETERMINISTIC &&
+            perf[i].mathType == CUDNN_FMA_MATH && perf[i].memory <= ws_cap)
+            return i;
+    return -1;
+}
+
+static void plan(cudnn_conv *c, const cdp_conv_shape *s)
+{
+    c->s = *s;
+    c->used = 1;
+    CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c->x));
+    CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c->y));
+    CDP_CUDNN_CHECK(cudnnCreateFilterDescriptor(&c->w));
+    CDP_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&c->conv));
+    CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B,
+                                               s->Cin, s->H, s->W));
+    CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B,
+                                               s->Cout, s->OH, s->OW));
+    CDP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                               s->Cout, s->Cin, s->KH, s->KW));
+    CDP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c->conv, s->pad, s->pad, s->stride,
+                                                    s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                    CUDNN_DATA_FLOAT));
+    CDP_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
+    int n = 0, cc = 0, h = 0, w = 0;
+    CDP_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &cc, &h, &w));
+    if (n != s->B || cc != s->Cout || h != s->OH || w != s->OW)
+        return;   /* a shape cdp and cuDNN size differently: im2col */
+
+    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int nf = 0, nd = 0, nw = 0;
+    CDP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+        handle, c->x, c->w, c->conv, c->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fp));
+    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        handle, c->w, c->y, c->conv, c->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dp));
+    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        handle, c->x, c->y, c->conv, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wp));
+    int i = pick(fp, nf), j = pick(dp, nd), k = pick(wp, nw);
+    if (i < 0 || j < 0 || k < 0)
+        return;
+    c->fwd = fp[i].algo;
+    c->bwd_data = dp[j].algo;
+    c->bwd_filter = wp[k].algo;
+    /* the sizes the calls will ask for (the perf figures are estimates) */
+    size_t a = 0, b = 0, d = 0;
+    CDP_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, c->x, c->w, c->conv, c->y,
+                                                            c->fwd, &a));
+    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, c->w, c->y, c->conv,
+                                                                 c->x, c->bwd_data, &b));
+    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, c->x, c->y, c->conv,
+                                                                   c->w, c->bwd_filter, &d));
+    c->ws_bytes = a > b ? a : b;
+    c->ws_bytes = c->ws_bytes > d ? c->ws_bytes : d;
+    c->ok = 1;
+}
+
+/* The cached plan of s, made on first sight; NULL where cuDNN is off or
+ * does not take s. */
+static const cudnn_conv *lookup(const cdp_conv_shape *s)
+{
+    if (!enabled())
+        return nullptr;
+    for (int i = 0; i < CACHE; i++)
+        if (cache[i].used && memcmp(&cache[i].s, s, sizeof *s) == 0)
+            return cache[i].ok ? &cache[i] : nullptr;
+    ensure_handle();
+    cudnn_conv *c = &cache[next_slot];
+    next_slot = (next_slot + 1) % CACHE;
+    release(c);
+    plan(c, s);
+    return c->ok ? c : nullptr;
+}
+
+static size_t ws_floats_of(const cudnn_conv *c)
+{
+    return round64((c->ws_bytes + sizeof(float) - 1) / sizeof(float));
+}
+
+size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *s)
+{
+    const cudnn_conv *c = lookup(s);
+    if (!c)
+        return 0;
+    return ws_floats_of(c) + round64((size_t)s->Cout * s->Cin * s->KH * s->KW);
+}
+
+int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, int bias,
+                       float *y, float *ws)
+{
+    const cudnn_conv *c = lookup(s);
+    if (!c)
+        return 0;
+    const float one = 1.0f, beta = bias ? 1.0f : 0.0f;
+    CDP_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, c->x, x, c->w, w, c->conv, c->fwd, ws,
+                                            c->ws_bytes, &beta, c->y, y));
+    return 1;
+}
+
+int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, const float *dy,
+                       float *dx, float *dw, int accumulate, float *ws)
+{
+    const cudnn_conv *c = lookup(s);
+    if (!c)
+        return 0;
+    const float one = 1.0f, zero = 0.0f;
+    float *dwt = ws + ws_floats_of(c);
+    CDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, c->x, x, c->y, dy, c->conv,
+                                                   c->bwd_filter, ws, c->ws_bytes, &zero, c->w,
+                                                   accumulate ? dwt : dw));
+    if (accumulate)
+        cdp_cuda_add((size_t)s->Cout * s->Cin * s->KH * s->KW, dw, dwt);
+    if (dx)
+        CDP_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, c->w, w, c->y, dy, c->conv,
+                                                     c->bwd_data, ws, c->ws_bytes, &zero, c->x,
+                                                     dx));
+    return 1;
+}
+
+const char *cdp_cuda_cudnn_describe(void)
+{
+    static char d[64];
+    if (!enabled())
+        return "conv im2col (CDP_CUDNN=0)";
+    size_t v = cudnnGetVersion();
+    std::snprintf(d, sizeof d, "conv cuDNN %zu.%zu.%zu (FMA, deterministic)", v / 10000,
+                  (v / 100) % 100, v % 100);
+    return d;
+}
+
+#else /* no cuDNN in this build: every convolution on im2col */
+
+size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *)
+{
+    return 0;
+}
+
+int cdp_cuda_cudnn_fwd(const cdp_conv_shape *, const float *, const float *, int, float *,
+                       float *)
+{
+    return 0;
+}
+
+int cdp_cuda_cudnn_bwd(const cdp_conv_shape *, const float *, const float *, const float *,
+                       float *, float *, int, float *)
+{
+    return 0;
+}
+
+const char *cdp_cuda_cudnn_describe(void)
+{
+    return "conv im2col (built without cuDNN)";
+}
+
+#endif
