@@ -110,18 +110,29 @@ static void release(cudnn_conv *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The first perf entry (cuDNN's ranking) that ran, is deterministic, uses
- * FMA math only and fits the workspace cap; -1 if none. */
+/* The first perf entry (cuDNN's ranking) that ran, is deterministic, is no
+ * tensor-op (TF32) kernel and fits the workspace cap; -1 if none.  The
+ * descriptor's CUDNN_FMA_MATH already rules tensor ops out; the test is a
+ * second lock (tests/test_gpu's 1e-5 would catch TF32's ~1e-3 too). */
 template <typename Perf>
 static int pick(const Perf *perf, int n)
 {
     for (int i = 0; i < n; i++)
         if (perf[i].status == CUDNN_STATUS_SUCCESS &&
             perf[i].determinism == CUDNN_DETERMINISTIC &&
-            perf[i].mathType == CUDNN_FMA_MATH && perf[i].memory <= ws_cap)
+            perf[i].mathType != CUDNN_TENSOR_OP_MATH &&
+            perf[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION && perf[i].memory <= ws_cap)
             return i;
     return -1;
 }
+
+/* Describes s to cuDNN and picks the three algorithms; c->ok stays 0 (the
+ * im2col path) where cuDNN refuses the shape or has no algorithm for it. */
+#define TRY(call)                                                              \
+    do {                                                                       \
+        if ((call) != CUDNN_STATUS_SUCCESS)                                    \
+            return;                                                            \
+    } while (0)
 
 static void plan(cudnn_conv *c, const cdp_conv_shape *s)
 {
@@ -131,31 +142,32 @@ static void plan(cudnn_conv *c, const cdp_conv_shape *s)
     CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&c->y));
     CDP_CUDNN_CHECK(cudnnCreateFilterDescriptor(&c->w));
     CDP_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&c->conv));
-    CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B,
-                                               s->Cin, s->H, s->W));
-    CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B,
-                                               s->Cout, s->OH, s->OW));
-    CDP_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                               s->Cout, s->Cin, s->KH, s->KW));
-    CDP_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c->conv, s->pad, s->pad, s->stride,
-                                                    s->stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                    CUDNN_DATA_FLOAT));
-    CDP_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
+    TRY(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->Cin, s->H,
+                                   s->W));
+    TRY(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->Cout,
+                                   s->OH, s->OW));
+    TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->Cout, s->Cin,
+                                   s->KH, s->KW));
+    TRY(cudnnSetConvolution2dDescriptor(c->conv, s->pad, s->pad, s->stride, s->stride, 1, 1,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    TRY(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
     int n = 0, cc = 0, h = 0, w = 0;
-    CDP_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &cc, &h, &w));
+    TRY(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &cc, &h, &w));
     if (n != s->B || cc != s->Cout || h != s->OH || w != s->OW)
-        return;   /* a shape cdp and cuDNN size differently: im2col */
+        return;   /* a shape cdp and cuDNN size differently */
 
     cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     int nf = 0, nd = 0, nw = 0;
-    CDP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-        handle, c->x, c->w, c->conv, c->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fp));
-    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        handle, c->w, c->y, c->conv, c->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dp));
-    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        handle, c->x, c->y, c->conv, c->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, wp));
+    TRY(cudnnGetConvolutionForwardAlgorithm_v7(handle, c->x, c->w, c->conv, c->y,
+                                               CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fp));
+    TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, c->w, c->y, c->conv, c->x,
+                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd,
+                                                    dp));
+    TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, c->x, c->y, c->conv, c->w,
+                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                      &nw, wp));
     int i = pick(fp, nf), j = pick(dp, nd), k = pick(wp, nw);
     if (i < 0 || j < 0 || k < 0)
         return;
@@ -164,22 +176,23 @@ static void plan(cudnn_conv *c, const cdp_conv_shape *s)
     c->bwd_filter = wp[k].algo;
     /* the sizes the calls will ask for (the perf figures are estimates) */
     size_t a = 0, b = 0, d = 0;
-    CDP_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, c->x, c->w, c->conv, c->y,
-                                                            c->fwd, &a));
-    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, c->w, c->y, c->conv,
-                                                                 c->x, c->bwd_data, &b));
-    CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, c->x, c->y, c->conv,
-                                                                   c->w, c->bwd_filter, &d));
+    TRY(cudnnGetConvolutionForwardWorkspaceSize(handle, c->x, c->w, c->conv, c->y, c->fwd, &a));
+    TRY(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, c->w, c->y, c->conv, c->x,
+                                                     c->bwd_data, &b));
+    TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, c->x, c->y, c->conv, c->w,
+                                                       c->bwd_filter, &d));
     c->ws_bytes = a > b ? a : b;
     c->ws_bytes = c->ws_bytes > d ? c->ws_bytes : d;
     c->ok = 1;
 }
+#undef TRY
 
 /* The cached plan of s, made on first sight; NULL where cuDNN is off or
  * does not take s. */
 static const cudnn_conv *lookup(const cdp_conv_shape *s)
 {
-    if (!enabled())
+    if (!enabled() || s->B <= 0 || s->Cin <= 0 || s->Cout <= 0 || s->KH <= 0 || s->KW <= 0 ||
+        s->OH <= 0 || s->OW <= 0)
         return nullptr;
     for (int i = 0; i < CACHE; i++)
         if (cache[i].used && memcmp(&cache[i].s, s, sizeof *s) == 0)
