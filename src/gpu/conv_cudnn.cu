@@ -28,8 +28,8 @@
  * ws: [cuDNN workspace of the shape's three algorithms, their largest |
  * dw for accumulate].  Descriptors and algorithms are cached per shape in a
  * small table (recreated identically after an eviction) and live as long
- * as the process.  Set CDP_CUDNN=0
- * to run every convolution on the im2col path. */
+ * as the process.  Set CDP_CUDNN=0 to run every convolution on the im2col
+ * path. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -205,6 +205,11 @@ static const cudnn_conv *lookup(const cdp_conv_shape *s)
     return c->ok ? c : nullptr;
 }
 
+static size_t weights_of(const cdp_conv_shape *s)
+{
+    return (size_t)s->Cout * s->Cin * s->KH * s->KW;
+}
+
 static size_t ws_floats_of(const cudnn_conv *c)
 {
     return round64((c->ws_bytes + sizeof(float) - 1) / sizeof(float));
@@ -215,7 +220,7 @@ size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *s)
     const cudnn_conv *c = lookup(s);
     if (!c)
         return 0;
-    return ws_floats_of(c) + round64((size_t)s->Cout * s->Cin * s->KH * s->KW);
+    return ws_floats_of(c) + round64(weights_of(s));
 }
 
 int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, int bias,
@@ -242,7 +247,7 @@ int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, 
                                                    c->bwd_filter, ws, c->ws_bytes, &zero, c->w,
                                                    accumulate ? dwt : dw));
     if (accumulate)
-        cdp_cuda_add((size_t)s->Cout * s->Cin * s->KH * s->KW, dw, dwt);
+        cdp_cuda_add(weights_of(s), dw, dwt);
     if (dx)
         CDP_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, c->w, w, c->y, dy, c->conv,
                                                      c->bwd_data, ws, c->ws_bytes, &zero, c->x,
