@@ -46,6 +46,7 @@
 #include "cdp/backend.h"
 #include "cdp/model.h"
 #include "cdp/rng.h"
+#include "ref_norm.h"
 
 /* ck_assert_msg without its bookkeeping on success (a write per passing
  * check, too slow in loops over every element) */
@@ -307,20 +308,11 @@ static void ref_fwd(ref *r, const double *P, const double *x, int from, int reco
         }
         case CDP_LAYER_BATCHNORM2D: {
             const int C = xs.c, HW = xs.h * xs.w;
-            const double n = (double)B * HW;
             const double *g = P + ly->p_off, *be = g + C;
             for (int c = 0; c < C; c++) {
-                double sum = 0.0, m2 = 0.0;
-                for (int b = 0; b < B; b++)
-                    for (int p = 0; p < HW; p++)
-                        sum += a[((size_t)b * C + c) * HW + p];
-                double mean = sum / n;
-                for (int b = 0; b < B; b++)
-                    for (int p = 0; p < HW; p++) {
-                        double d = a[((size_t)b * C + c) * HW + p] - mean;
-                        m2 += d * d;
-                    }
-                double is = 1.0 / sqrt(m2 / n + BN_EPS);
+                double mean, var;
+                ref_bn_stats(B, C, HW, a, c, &mean, &var);
+                double is = 1.0 / sqrt(var + BN_EPS);
                 for (int b = 0; b < B; b++)
                     for (int p = 0; p < HW; p++) {
                         size_t q = ((size_t)b * C + c) * HW + p;
@@ -413,13 +405,9 @@ static void ref_fwd(ref *r, const double *P, const double *x, int from, int reco
             const double *g = P + ly->p_off, *be = g + D;
             for (size_t q = 0; q < R; q++) {
                 const double *xr = a + q * D;
-                double mean = 0.0, var = 0.0;
-                for (int d = 0; d < D; d++)
-                    mean += xr[d];
-                mean /= D;
-                for (int d = 0; d < D; d++)
-                    var += (xr[d] - mean) * (xr[d] - mean);
-                double is = 1.0 / sqrt(var / D + (double)ly->eps);
+                double mean, var;
+                ref_ln_stats(D, xr, &mean, &var);
+                double is = 1.0 / sqrt(var + (double)ly->eps);
                 for (int d = 0; d < D; d++)
                     y[q * D + d] = (xr[d] - mean) * is * g[d] + be[d];
             }

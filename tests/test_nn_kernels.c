@@ -45,6 +45,7 @@
 #include "cdp/backend.h"
 #include "cdp/rng.h"
 #include "../src/cpu/cpu_internal.h"   /* cdp_cpu_conv_direct*: the path switches */
+#include "ref_norm.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -848,19 +849,9 @@ END_TEST
 static void bn_ref_fwd(int B, int C, int HW, const double *x, const double *g,
                        const double *be, double eps, double *y, double *mean, double *var)
 {
-    double n = (double)B * HW;
     for (int c = 0; c < C; c++) {
-        double s = 0.0, v = 0.0;
-        for (int b = 0; b < B; b++)
-            for (int p = 0; p < HW; p++)
-                s += x[((size_t)b * C + c) * HW + p];
-        double m = s / n;
-        for (int b = 0; b < B; b++)
-            for (int p = 0; p < HW; p++) {
-                double d = x[((size_t)b * C + c) * HW + p] - m;
-                v += d * d;
-            }
-        v /= n;
+        double m, v;
+        ref_bn_stats(B, C, HW, x, c, &m, &v);
         for (int b = 0; b < B; b++)
             for (int p = 0; p < HW; p++) {
                 size_t k = ((size_t)b * C + c) * HW + p;
@@ -879,17 +870,9 @@ static void bn_ref_bwd(int B, int C, int HW, const double *x, const double *g, d
 {
     double n = (double)B * HW;
     for (int c = 0; c < C; c++) {
-        double s = 0.0, v = 0.0;
-        for (int b = 0; b < B; b++)
-            for (int p = 0; p < HW; p++)
-                s += x[((size_t)b * C + c) * HW + p];
-        double m = s / n;
-        for (int b = 0; b < B; b++)
-            for (int p = 0; p < HW; p++) {
-                double d = x[((size_t)b * C + c) * HW + p] - m;
-                v += d * d;
-            }
-        double is = 1.0 / sqrt(v / n + eps), sdy = 0.0, sdyx = 0.0;
+        double m, v;
+        ref_bn_stats(B, C, HW, x, c, &m, &v);
+        double is = 1.0 / sqrt(v + eps), sdy = 0.0, sdyx = 0.0;
         for (int b = 0; b < B; b++)
             for (int p = 0; p < HW; p++) {
                 size_t k = ((size_t)b * C + c) * HW + p;
@@ -907,16 +890,60 @@ static void bn_ref_bwd(int B, int C, int HW, const double *x, const double *g, d
     }
 }
 
-struct bn_ctx {
-    int B, C, HW;
+/* A normalisation layer's FD check: its double forward and backward as
+ * callbacks over dims (BatchNorm: B, C, HW; LayerNorm: R, D, unused), n
+ * values normalised with np parameters per channel or feature. */
+struct norm_ctx {
+    int d[3];
+    size_t n;
     double *x, *g, *be, *r, *y;
+    void (*fwd)(const struct norm_ctx *q);
+    void (*bwd)(const struct norm_ctx *q, double *dx, double *dg, double *db);
 };
 
-static double bn_ctx_loss(void *c)
+static double norm_ctx_loss(void *c)
 {
-    struct bn_ctx *q = c;
-    bn_ref_fwd(q->B, q->C, q->HW, q->x, q->g, q->be, 1e-5, q->y, NULL, NULL);
-    return dot(q->y, q->r, (size_t)q->B * q->C * q->HW);
+    struct norm_ctx *q = c;
+    q->fwd(q);
+    return dot(q->y, q->r, q->n);
+}
+
+/* L = sum(norm(x) * r): the analytic dx, dgamma, dbeta against central
+ * differences, inputs drawn from seeds seed .. seed+3 */
+static void norm_fd_check(const char *name, struct norm_ctx q, size_t n, size_t np,
+                          unsigned seed)
+{
+    double *dx = dbuf(n), *dg = dbuf(np), *db = dbuf(np), *fx = dbuf(n), *fg = dbuf(np),
+           *fb = dbuf(np);
+    q.n = n;
+    q.x = dbuf(n), q.g = dbuf(np), q.be = dbuf(np), q.r = dbuf(n), q.y = dbuf(n);
+    fill_d(q.x, n, seed, -2, 2);
+    fill_d(q.g, np, seed + 1, 0.5, 1.5);
+    fill_d(q.be, np, seed + 2, -1, 1);
+    fill_d(q.r, n, seed + 3, -1, 1);
+    q.bwd(&q, dx, dg, db);
+    fd_grad(q.x, n, 1e-5, fx, norm_ctx_loss, &q);
+    fd_grad(q.g, np, 1e-5, fg, norm_ctx_loss, &q);
+    fd_grad(q.be, np, 1e-5, fb, norm_ctx_loss, &q);
+    char what[32];
+    snprintf(what, sizeof what, "%s dx", name);
+    check_fd(what, dx, fx, n, 1e-7);
+    snprintf(what, sizeof what, "%s dgamma", name);
+    check_fd(what, dg, fg, np, 1e-7);
+    snprintf(what, sizeof what, "%s dbeta", name);
+    check_fd(what, db, fb, np, 1e-7);
+    free(q.x); free(q.g); free(q.be); free(q.r); free(q.y);
+    free(dx); free(dg); free(db); free(fx); free(fg); free(fb);
+}
+
+static void bn_fd_fwd(const struct norm_ctx *q)
+{
+    bn_ref_fwd(q->d[0], q->d[1], q->d[2], q->x, q->g, q->be, 1e-5, q->y, NULL, NULL);
+}
+
+static void bn_fd_bwd(const struct norm_ctx *q, double *dx, double *dg, double *db)
+{
+    bn_ref_bwd(q->d[0], q->d[1], q->d[2], q->x, q->g, 1e-5, q->r, dx, dg, db);
 }
 
 static const int bn_shapes[][3] = {{2, 3, 5}, {1, 4, 9}, {4, 2, 1}, {16, 8, 49}, {3, 5, 784},
@@ -927,24 +954,8 @@ START_TEST(bn_fd_reference)
 {
     for (size_t i = 0; i < 3; i++) {
         int B = bn_shapes[i][0], C = bn_shapes[i][1], HW = bn_shapes[i][2];
-        size_t n = (size_t)B * C * HW;
-        double *x = dbuf(n), *g = dbuf(C), *be = dbuf(C), *r = dbuf(n), *y = dbuf(n);
-        double *dx = dbuf(n), *dg = dbuf(C), *db = dbuf(C), *fx = dbuf(n), *fg = dbuf(C),
-               *fb = dbuf(C);
-        fill_d(x, n, 5, -2, 2);
-        fill_d(g, C, 6, 0.5, 1.5);
-        fill_d(be, C, 7, -1, 1);
-        fill_d(r, n, 8, -1, 1);
-        bn_ref_bwd(B, C, HW, x, g, 1e-5, r, dx, dg, db);
-        struct bn_ctx c = {B, C, HW, x, g, be, r, y};
-        fd_grad(x, n, 1e-5, fx, bn_ctx_loss, &c);
-        fd_grad(g, C, 1e-5, fg, bn_ctx_loss, &c);
-        fd_grad(be, C, 1e-5, fb, bn_ctx_loss, &c);
-        check_fd("bn dx", dx, fx, n, 1e-7);
-        check_fd("bn dgamma", dg, fg, C, 1e-7);
-        check_fd("bn dbeta", db, fb, C, 1e-7);
-        free(x); free(g); free(be); free(r); free(y); free(dx); free(dg); free(db);
-        free(fx); free(fg); free(fb);
+        struct norm_ctx q = {.d = {B, C, HW}, .fwd = bn_fd_fwd, .bwd = bn_fd_bwd};
+        norm_fd_check("bn", q, (size_t)B * C * HW, (size_t)C, 5);
     }
 }
 END_TEST
@@ -1688,13 +1699,9 @@ static void ln_ref_fwd(int R, int D, const double *x, const double *g, const dou
 {
     for (int r = 0; r < R; r++) {
         const double *xr = x + (size_t)r * D;
-        double s = 0.0, v = 0.0;
-        for (int d = 0; d < D; d++)
-            s += xr[d];
-        double m = s / D;
-        for (int d = 0; d < D; d++)
-            v += (xr[d] - m) * (xr[d] - m);
-        double is = 1.0 / sqrt(v / D + eps);
+        double m, v;
+        ref_ln_stats(D, xr, &m, &v);
+        double is = 1.0 / sqrt(v + eps);
         for (int d = 0; d < D; d++)
             y[(size_t)r * D + d] = (xr[d] - m) * is * g[d] + be[d];
     }
@@ -1708,13 +1715,9 @@ static void ln_ref_bwd(int R, int D, const double *x, const double *g, double ep
         dg[d] = db[d] = 0.0;
     for (int r = 0; r < R; r++) {
         const double *xr = x + (size_t)r * D, *gr = dy + (size_t)r * D;
-        double s = 0.0, v = 0.0;
-        for (int d = 0; d < D; d++)
-            s += xr[d];
-        double m = s / D;
-        for (int d = 0; d < D; d++)
-            v += (xr[d] - m) * (xr[d] - m);
-        double is = 1.0 / sqrt(v / D + eps), a = 0.0, b = 0.0;
+        double m, v;
+        ref_ln_stats(D, xr, &m, &v);
+        double is = 1.0 / sqrt(v + eps), a = 0.0, b = 0.0;
         for (int d = 0; d < D; d++) {
             double xh = (xr[d] - m) * is;
             a += gr[d] * g[d];
@@ -1729,16 +1732,14 @@ static void ln_ref_bwd(int R, int D, const double *x, const double *g, double ep
     }
 }
 
-struct ln_ctx {
-    int R, D;
-    double *x, *g, *be, *r, *y;
-};
-
-static double ln_ctx_loss(void *c)
+static void ln_fd_fwd(const struct norm_ctx *q)
 {
-    struct ln_ctx *q = c;
-    ln_ref_fwd(q->R, q->D, q->x, q->g, q->be, 1e-6, q->y);
-    return dot(q->y, q->r, (size_t)q->R * q->D);
+    ln_ref_fwd(q->d[0], q->d[1], q->x, q->g, q->be, 1e-6, q->y);
+}
+
+static void ln_fd_bwd(const struct norm_ctx *q, double *dx, double *dg, double *db)
+{
+    ln_ref_bwd(q->d[0], q->d[1], q->x, q->g, 1e-6, q->r, dx, dg, db);
 }
 
 START_TEST(ln_fd_reference)
@@ -1747,24 +1748,8 @@ START_TEST(ln_fd_reference)
     static const int shapes[][2] = {{3, 5}, {1, 8}, {4, 3}};
     for (size_t i = 0; i < 3; i++) {
         int R = shapes[i][0], D = shapes[i][1];
-        size_t n = (size_t)R * D;
-        double *x = dbuf(n), *g = dbuf(D), *be = dbuf(D), *r = dbuf(n), *y = dbuf(n);
-        double *dx = dbuf(n), *dg = dbuf(D), *db = dbuf(D), *fx = dbuf(n), *fg = dbuf(D),
-               *fb = dbuf(D);
-        fill_d(x, n, 260 + i, -2, 2);
-        fill_d(g, D, 261 + i, 0.5, 1.5);
-        fill_d(be, D, 262 + i, -1, 1);
-        fill_d(r, n, 263 + i, -1, 1);
-        ln_ref_bwd(R, D, x, g, 1e-6, r, dx, dg, db);
-        struct ln_ctx c = {R, D, x, g, be, r, y};
-        fd_grad(x, n, 1e-5, fx, ln_ctx_loss, &c);
-        fd_grad(g, D, 1e-5, fg, ln_ctx_loss, &c);
-        fd_grad(be, D, 1e-5, fb, ln_ctx_loss, &c);
-        check_fd("ln dx", dx, fx, n, 1e-7);
-        check_fd("ln dgamma", dg, fg, D, 1e-7);
-        check_fd("ln dbeta", db, fb, D, 1e-7);
-        free(x); free(g); free(be); free(r); free(y); free(dx); free(dg); free(db);
-        free(fx); free(fg); free(fb);
+        struct norm_ctx q = {.d = {R, D, 0}, .fwd = ln_fd_fwd, .bwd = ln_fd_bwd};
+        norm_fd_check("ln", q, (size_t)R * D, (size_t)D, 260 + (unsigned)i);
     }
 }
 END_TEST
