@@ -27,7 +27,6 @@ the median and the 10th percentile of the individual step times (robust to
 other jobs on a shared machine: Z approximates the uncontended speed).
 """
 import argparse
-import ctypes
 import gzip
 import os
 import statistics
@@ -43,28 +42,7 @@ import torch.nn.functional as F
 # the same step-time statistics as for cdp_run's traces (bench/ is on sys.path
 # when this file runs as a script or is imported by throughput.sh)
 from trace_steps import quantile
-
-
-def openblas():
-    for name in ("libopenblas.so.0", "libblas.so.3"):
-        try:
-            lib = ctypes.CDLL(name)
-            lib.openblas_get_corename.restype = ctypes.c_char_p
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-def corename():
-    lib = openblas()
-    return lib.openblas_get_corename().decode() if lib else "unknown"
-
-
-def set_blas_threads(n):
-    lib = openblas()
-    if lib:
-        lib.openblas_set_num_threads(int(n))
+from openblas_ctl import corename, set_blas_threads
 
 
 def idx_read(path):

@@ -37,7 +37,6 @@ then a summary line per configuration,
 (median, minimum and maximum of X over the rounds).
 """
 import argparse
-import ctypes
 import os
 import statistics
 import sys
@@ -49,28 +48,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from torch_model_reference import build_model  # noqa: E402
-
-
-def openblas():
-    for name in ("libopenblas.so.0", "libblas.so.3"):
-        try:
-            lib = ctypes.CDLL(name)
-            lib.openblas_get_corename.restype = ctypes.c_char_p
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-def corename():
-    lib = openblas()
-    return lib.openblas_get_corename().decode() if lib else "unknown"
-
-
-def set_blas_threads(n):
-    lib = openblas()
-    if lib:
-        lib.openblas_set_num_threads(int(n))
+from openblas_ctl import corename, set_blas_threads  # noqa: E402  (bench/: this file's folder)
 
 
 def parse_config(text):

@@ -77,11 +77,9 @@ failed), 2 usage or file error.
 import argparse
 import copy
 import importlib.util
-import json
 import math
 import os
 import re
-import struct
 import sys
 import time
 
@@ -98,6 +96,8 @@ except ImportError as e:  # the shell test skips before this
     print(f"torch_model_reference: torchvision is needed: {e}", file=sys.stderr)
     sys.exit(2)
 
+from torch_io import idx_path, idx_read, st_read, st_write  # noqa: E402  (this folder)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = "torch_model_reference"
 RULES = ("dp", "cdp-v1", "cdp-v2")
@@ -108,79 +108,11 @@ class UsageError(Exception):
     pass
 
 
-# ----------------------------------------------------------------- safetensors
-
-_DT = {"F64": np.float64, "F32": np.float32, "F16": np.float16,
-       "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
-       "U8": np.uint8}
-_DT_NAME = {torch.float64: "F64", torch.float32: "F32", torch.int64: "I64",
-            torch.int32: "I32"}
-
-
-def st_read(path):
-    """name -> tensor in the file's own dtype, in file order."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"{path}: too short for safetensors")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if 8 + n > len(raw):
-        raise ValueError(f"{path}: header length {n} beyond the end of the file")
-    try:
-        header = json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: bad safetensors header: {e}") from e
-    base = 8 + n
-    out = {}
-    items = [(k, v) for k, v in header.items() if k != "__metadata__"]
-    items.sort(key=lambda kv: kv[1]["data_offsets"][0])
-    for name, meta in items:
-        dt = _DT.get(meta.get("dtype"))
-        if dt is None:
-            raise ValueError(f"{path}: {name}: unsupported dtype {meta.get('dtype')}")
-        dt = np.dtype(dt).newbyteorder("<")
-        a, b = meta["data_offsets"]
-        shape = list(meta["shape"])
-        count = int(np.prod(shape)) if shape else 1
-        if b - a != count * dt.itemsize or base + b > len(raw):
-            raise ValueError(f"{path}: {name}: data_offsets {a},{b} do not fit shape {shape}")
-        arr = np.frombuffer(raw, dtype=dt, count=count, offset=base + a).reshape(shape)
-        out[name] = torch.from_numpy(arr.astype(dt.newbyteorder("="), copy=True))
-    return out
-
-
-def st_write(path, tensors, metadata=None):
-    header = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blobs, off = [], 0
-    for name, t in tensors.items():
-        t = t.detach().cpu().contiguous()
-        if t.dtype not in _DT_NAME:
-            raise ValueError(f"{name}: cannot write dtype {t.dtype}")
-        a = t.numpy()
-        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-        b = a.tobytes()
-        header[name] = {"dtype": _DT_NAME[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
 # ----------------------------------------------------------------- data
 
 
 def _mlp_reference():
-    """tests/torch_reference.py, imported by path for its IDX reader."""
+    """tests/torch_reference.py, imported by path for its lag table."""
     spec = importlib.util.spec_from_file_location(
         "cdp_torch_reference", os.path.join(HERE, "torch_reference.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -190,17 +122,9 @@ def _mlp_reference():
 
 def load_split(data_dir, train):
     """(images uint8 [n, C, H, W], labels int64 [n]) of Fashion-MNIST."""
-    idx_read = _mlp_reference().idx_read
-
-    def pick(stem):
-        for name in (stem + ".gz", stem):
-            p = os.path.join(data_dir, name)
-            if os.path.exists(p):
-                return p
-        raise FileNotFoundError(os.path.join(data_dir, stem + ".gz"))
     pre = "train" if train else "t10k"
-    x = idx_read(pick(f"{pre}-images-idx3-ubyte"))
-    y = idx_read(pick(f"{pre}-labels-idx1-ubyte"))
+    x = idx_read(idx_path(data_dir, f"{pre}-images-idx3-ubyte"))
+    y = idx_read(idx_path(data_dir, f"{pre}-labels-idx1-ubyte"))
     if x.ndim == 3:
         x = x[:, None, :, :]
     if x.shape[0] != y.shape[0]:

@@ -24,95 +24,29 @@ Usage (see --help):
 Exit status: 0 ok, 1 comparison above --tol, 2 usage or file error.
 """
 import argparse
-import gzip
-import json
-import os
-import struct
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-# ----------------------------------------------------------------- safetensors
+import torch_io
+from torch_io import idx_path, idx_read, st_write
 
-_DT = {"F32": np.float32, "F64": np.float64, "F16": np.float16,
-       "I32": np.int32, "I64": np.int64, "U8": np.uint8}
+# ----------------------------------------------------------------- files
 
 
 def st_read(path):
-    """Returns an ordered dict name -> float32 torch tensor."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"{path}: too short for safetensors")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if 8 + n > len(raw):
-        raise ValueError(f"{path}: header length {n} beyond end of file")
-    header = json.loads(raw[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        dt = _DT.get(meta["dtype"])
-        if dt is None:
-            raise ValueError(f"{path}: {name}: unsupported dtype {meta['dtype']}")
-        a, b = meta["data_offsets"]
-        arr = np.frombuffer(raw, dtype=np.dtype(dt).newbyteorder("<"),
-                            count=(b - a) // np.dtype(dt).itemsize, offset=base + a)
-        arr = arr.reshape(meta["shape"]).astype(np.float32)
-        out[name] = torch.from_numpy(arr.copy())
-    return out
-
-
-def st_write(path, tensors, metadata=None):
-    header = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    blobs = []
-    off = 0
-    for name, t in tensors.items():
-        a = t.detach().cpu().contiguous().numpy().astype("<f4", copy=False)
-        b = a.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
+    """name -> float32 tensor (the MLP's parameters)"""
+    return {k: v.float() for k, v in torch_io.st_read(path).items()}
 
 
 # ----------------------------------------------------------------- data
 
 
-def idx_read(path):
-    op = gzip.open if path.endswith(".gz") else open
-    with op(path, "rb") as f:
-        raw = f.read()
-    zero, dtype, ndim = struct.unpack(">HBB", raw[:4])
-    if zero != 0 or dtype != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
 def load_train(data_dir):
-    def pick(stem):
-        for name in (stem + ".gz", stem):
-            p = os.path.join(data_dir, name)
-            if os.path.exists(p):
-                return p
-        raise FileNotFoundError(os.path.join(data_dir, stem + ".gz"))
-    x = idx_read(pick("train-images-idx3-ubyte"))
-    y = idx_read(pick("train-labels-idx1-ubyte"))
+    x = idx_read(idx_path(data_dir, "train-images-idx3-ubyte"))
+    y = idx_read(idx_path(data_dir, "train-labels-idx1-ubyte"))
     x = x.reshape(x.shape[0], -1)
     return x, y.astype(np.int64)
 
