@@ -27,10 +27,9 @@ the median and the 10th percentile of the individual step times (robust to
 other jobs on a shared machine: Z approximates the uncontended speed).
 """
 import argparse
-import gzip
 import os
 import statistics
-import struct
+import sys
 import tempfile
 import time
 
@@ -44,18 +43,13 @@ import torch.nn.functional as F
 from trace_steps import quantile
 from openblas_ctl import corename, set_blas_threads
 
-
-def idx_read(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    _, _, ndim = struct.unpack(">HBB", raw[:4])
-    dims = struct.unpack(">" + "I" * ndim, raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from torch_io import idx_path, idx_read  # noqa: E402
 
 
 def load(data_dir):
-    x = idx_read(os.path.join(data_dir, "train-images-idx3-ubyte.gz"))
-    y = idx_read(os.path.join(data_dir, "train-labels-idx1-ubyte.gz"))
+    x = idx_read(idx_path(data_dir, "train-images-idx3-ubyte"))
+    y = idx_read(idx_path(data_dir, "train-labels-idx1-ubyte"))
     return (torch.from_numpy(x.reshape(x.shape[0], -1).copy()),
             torch.from_numpy(y.astype(np.int64)))
 
