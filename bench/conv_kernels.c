@@ -48,13 +48,7 @@
 
 #include "cdp/backend.h"
 #include "cpu_internal.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 struct shp {
     const char *net;
@@ -84,14 +78,7 @@ static const struct shp shapes[] = {
 
 static float *buf(size_t n)
 {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64 + 64);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++)
-        p[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
-    return p;
+    return bench_buffer("conv_kernels", n);
 }
 
 static int reps = 3;

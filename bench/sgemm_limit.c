@@ -31,23 +31,11 @@
 #include <omp.h>
 #endif
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 static float *mk(size_t n)
 {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    if (!p) {
-        perror("sgemm_limit: aligned_alloc");
-        exit(1);
-    }
-    for (size_t k = 0; k < n; k++)
-        p[k] = (float)((k * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    return p;
+    return bench_buffer("sgemm_limit", n);
 }
 
 enum { NT, TN, NN };
