@@ -14,40 +14,11 @@
 
 set -u
 
-PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
-DATA=${CDP_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-here=$(cd "$(dirname "$0")" && pwd)
-srcdir=${top_srcdir:-$(cd "$here/.." && pwd)}
-builddir=${top_builddir:-$(pwd)}
-REF=$srcdir/tests/torch_reference.py
-CDP=$builddir/cdp_run
-MPIRUN=${MPIRUN:-mpirun}
+. "$(dirname "$0")/torch_lib.sh"
+torch_parity_setup torch_reference.py "torch numpy" cdp_torch_parity train
 TOL=1e-4
-
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
-[ -x "$PY" ] || skip "$PY not found"
-"$PY" -c 'import torch, numpy' >/dev/null 2>&1 || skip "$PY cannot import torch and numpy"
-for f in train-images-idx3-ubyte train-labels-idx1-ubyte; do
-    [ -f "$DATA/$f.gz" ] || [ -f "$DATA/$f" ] || skip "Fashion-MNIST file $DATA/$f(.gz) missing"
-done
-[ -f "$REF" ] || fail "$REF missing"
-[ -x "$CDP" ] || fail "$CDP missing (build first)"
-
 TO=
 command -v timeout >/dev/null 2>&1 && TO="timeout 120"
-have_mpi=1
-if [ "$MPIRUN" = none ] || ! command -v "${MPIRUN%% *}" >/dev/null 2>&1; then
-    have_mpi=0
-    echo "note: no MPI launcher ($MPIRUN); the 2-rank cases run on one rank"
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cdp_torch_parity.XXXXXX") || fail "mktemp"
-trap 'rm -rf "$tmp"' EXIT
 
 MODEL=mlp:784-128-64-10
 B=16

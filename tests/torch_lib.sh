@@ -1,10 +1,50 @@
-# Shared by the torch parity tests (tests/torch_layers.sh,
-# tests/torch_optim.sh): torch_run SCRIPT PROBE runs tests/SCRIPT with
-# /usr/bin/python3 (CDP_TORCH_PYTHON overrides it) on the probe program
-# tests/PROBE, 120 s at most, and exits with its status; it skips (77)
-# without python3 + torch + numpy.  Environment (from the automake
-# harness): top_builddir, top_srcdir.
+# Shared by the tests against PyTorch.
+#   torch_run SCRIPT PROBE (tests/torch_layers.sh, tests/torch_optim.sh)
+#     runs tests/SCRIPT with /usr/bin/python3 (CDP_TORCH_PYTHON overrides it)
+#     on the probe program tests/PROBE, 120 s at most, and exits with its
+#     status; it skips (77) without python3 + torch + numpy.
+#   torch_parity_setup SCRIPT "MODULES" TAG SPLIT...
+#     (tests/mpi_torch_parity.sh, tests/parity_lib.sh) sets PY, DATA, srcdir,
+#     builddir, REF (tests/SCRIPT), CDP, MPIRUN, have_mpi and a scratch
+#     directory tmp (removed at exit), and defines skip and fail; it skips
+#     (77) unless python3 imports MODULES and Fashion-MNIST's SPLIT files
+#     (train, t10k) are there.  CDP_FMNIST_DIR overrides the data directory.
+# Environment (from the automake harness): top_builddir, top_srcdir, MPIRUN.
 set -u
+
+torch_parity_setup() {
+    local script=$1 modules=$2 tag=$3 split f
+    shift 3
+    PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
+    DATA=${CDP_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
+    srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+    builddir=${top_builddir:-$(pwd)}
+    REF=$srcdir/tests/$script
+    CDP=$builddir/cdp_run
+    MPIRUN=${MPIRUN:-mpirun}
+    skip() { echo "SKIP: $*"; exit 77; }
+    fail() { echo "FAIL: $*"; exit 1; }
+    [ -x "$PY" ] || skip "$PY not found"
+    "$PY" -c "import ${modules// /, }" >/dev/null 2>&1 || skip "$PY cannot import $modules"
+    for split in "$@"; do
+        for f in $split-images-idx3-ubyte $split-labels-idx1-ubyte; do
+            [ -f "$DATA/$f.gz" ] || [ -f "$DATA/$f" ] \
+                || skip "Fashion-MNIST file $DATA/$f(.gz) missing"
+        done
+    done
+    [ -f "$REF" ] || fail "$REF missing"
+    [ -x "$CDP" ] || fail "$CDP missing (build first)"
+    have_mpi=1
+    if [ "$MPIRUN" = none ] || ! command -v "${MPIRUN%% *}" >/dev/null 2>&1; then
+        have_mpi=0
+        echo "note: no MPI launcher ($MPIRUN); the 2-rank cases run on one rank"
+    fi
+    export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
+    export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+    export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/$tag.XXXXXX") || fail "mktemp"
+    trap 'rm -rf "$tmp"' EXIT
+}
 
 torch_run() {
     local PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
