@@ -13,15 +13,9 @@
 #include "cdp/model.h"
 #include "mlp_view.h"
 #include "cdp/rng.h"
+#include "check_util.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static float *fbuf(size_t n)
-{
-    float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64 + 64);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 /* uniform in [lo, hi) from (seed, stream) */
 static void fill(float *p, size_t n, uint64_t stream, float lo, float hi)
@@ -87,27 +81,7 @@ static double xent_d(int B, int C, const double *z, const int32_t *lab)
     return L / B;
 }
 
-static double *to_d(const float *p, size_t n)
-{
-    double *d = malloc(n * sizeof(double) + 8);
-    ck_assert_ptr_nonnull(d);
-    for (size_t k = 0; k < n; k++)
-        d[k] = p[k];
-    return d;
-}
-
 /* ------------------------------------------------------------ hand values */
-
-/* CDP_GEMM_SPLIT is read by cdp_backend_cpu(); each test runs in its own
- * process (Check forks), so setting it here stays local to the test */
-static const cdp_backend *cpu_split(int threads, const char *split)
-{
-    if (split)
-        setenv("CDP_GEMM_SPLIT", split, 1);
-    else
-        unsetenv("CDP_GEMM_SPLIT");
-    return cdp_backend_cpu(threads);
-}
 
 START_TEST(linear_fwd_naive)
 {

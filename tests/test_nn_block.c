@@ -46,6 +46,7 @@
 #include "cdp/backend.h"
 #include "cdp/model.h"
 #include "cdp/rng.h"
+#include "check_util.h"
 #include "ref_norm.h"
 
 /* ck_assert_msg without its bookkeeping on success (a write per passing
@@ -60,22 +61,6 @@
 #define BN_EPS 1e-5
 
 /* ------------------------------------------------------------ helpers */
-
-static float *fbuf(size_t n)
-{
-    size_t bytes = ((n * sizeof(float) + 63) / 64) * 64 + 64;
-    float *p = aligned_alloc(64, bytes);
-    ck_assert_ptr_nonnull(p);
-    memset(p, 0, bytes);
-    return p;
-}
-
-static double *dbuf(size_t n)
-{
-    double *p = calloc(n + 1, sizeof(double));
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 static double unit(uint64_t stream, uint64_t i)
 {
@@ -135,20 +120,6 @@ static void check_fd(const char *what, const float *a, const double *f, const si
         if (!(d <= tol * s))
             ck_abort_msg("%s[%zu]: analytic %.9g vs finite difference %.9g (err %.3g, "
                          "%.3g of max %.3g)", what, idx ? idx[i] : i, av, f[i], d, d / mx, mx);
-    }
-}
-
-/* |a - r| <= tol * max|r| */
-static void check_close(const char *what, const float *a, const double *r, size_t n, double tol)
-{
-    double mx = 0.0;
-    for (size_t k = 0; k < n; k++)
-        mx = fmax(mx, fabs(r[k]));
-    for (size_t k = 0; k < n; k++) {
-        double d = fabs((double)a[k] - r[k]);
-        if (!(d <= tol * mx + 1e-30))
-            ck_abort_msg("%s[%zu]: cdp %.9g vs double %.9g (err %.3g of max %.3g)", what, k,
-                         (double)a[k], r[k], d / (mx > 0 ? mx : 1), mx);
     }
 }
 

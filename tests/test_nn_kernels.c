@@ -44,24 +44,11 @@
 
 #include "cdp/backend.h"
 #include "cdp/rng.h"
+#include "check_util.h"
 #include "../src/cpu/cpu_internal.h"   /* cdp_cpu_conv_direct*: the path switches */
 #include "ref_norm.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static float *fbuf(size_t n)
-{
-    float *p = aligned_alloc(64, ((n * sizeof(float) + 63) / 64) * 64 + 64);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
-
-static double *dbuf(size_t n)
-{
-    double *p = calloc(n + 1, sizeof(double));
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
 
 static void fill(float *p, size_t n, uint64_t stream, float lo, float hi)
 {
@@ -69,32 +56,10 @@ static void fill(float *p, size_t n, uint64_t stream, float lo, float hi)
         p[k] = lo + (hi - lo) * cdp_rand_unit(4242, stream, k);
 }
 
-static double *to_d(const float *p, size_t n)
-{
-    double *d = dbuf(n);
-    for (size_t k = 0; k < n; k++)
-        d[k] = p[k];
-    return d;
-}
-
 static void fill_d(double *p, size_t n, uint64_t stream, double lo, double hi)
 {
     for (size_t k = 0; k < n; k++)
         p[k] = lo + (hi - lo) * (double)cdp_rand_unit(4343, stream, k);
-}
-
-/* |a - r| <= tol * max|r| (+ a tiny floor for all-zero tensors) */
-static void check_close(const char *what, const float *a, const double *r, size_t n, double tol)
-{
-    double mx = 0.0;
-    for (size_t k = 0; k < n; k++)
-        mx = fmax(mx, fabs(r[k]));
-    for (size_t k = 0; k < n; k++) {
-        double d = fabs((double)a[k] - r[k]);
-        if (!(d <= tol * mx + 1e-30))
-            ck_abort_msg("%s[%zu]: kernel %.9g vs reference %.9g (err %.3g of max %.3g)", what,
-                         k, (double)a[k], r[k], d / (mx > 0 ? mx : 1), mx);
-    }
 }
 
 /* analytic (double) vs finite difference: |a - f| <= tol * max(|f|, max|f|) */
@@ -125,17 +90,6 @@ static double dot(const double *a, const double *b, size_t n)
     for (size_t k = 0; k < n; k++)
         s += a[k] * b[k];
     return s;
-}
-
-/* CDP_GEMM_SPLIT is read by cdp_backend_cpu(); each test runs in its own
- * process (Check forks), so setting it stays local to the test */
-static const cdp_backend *cpu_split(int threads, const char *split)
-{
-    if (split)
-        setenv("CDP_GEMM_SPLIT", split, 1);
-    else
-        unsetenv("CDP_GEMM_SPLIT");
-    return cdp_backend_cpu(threads);
 }
 
 /* ------------------------------------------------------------ conv reference */
