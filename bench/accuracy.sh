@@ -2,7 +2,7 @@
 # Test accuracy under every rule, as a user runs it: for each rule (RULES),
 #   mpirun -np 4 cdp_run --model MODEL --augment crop=4,flip --epochs E --rule RULE
 # with, for a ViT (MODEL vit*),
-#   --optimizer adamw [--lr LR] [--weight-decay WD] --lr-schedule cosine
+#   --optimizer adamw [--lr LR] [--betas BETAS] [--weight-decay WD] --lr-schedule cosine
 #   --warmup-steps W
 # and for any other model cdp's defaults (SGD lr 0.03, momentum 0.9, the lr
 # halved every 3 epochs), on Fashion-MNIST (4 workers of 32 samples, 4
@@ -14,8 +14,8 @@
 #   MODEL=resnet20 EPOCHS=15 bench/accuracy.sh      issue 10's command
 #   MODEL=vit-tiny EPOCHS=15 bench/accuracy.sh      issue 11's (the default)
 # environment: MODEL [vit-tiny]  RULES ["dp cdp-v1 cdp-v2"]  EPOCHS [15]
-#   WARMUP [500] (ViT)  LR, WD [unset: cdp's defaults; AdamW's are
-#   torch.optim.AdamW's 0.001 and 0.01]  RANKS [4]  EXTRA (more options)
+#   WARMUP [500] (ViT)  LR, WD, BETAS [unset: cdp's defaults; AdamW's are
+#   torch.optim.AdamW's 0.001, 0.01 and 0.9,0.999]  RANKS [4]  EXTRA (more options)
 #   CORETYPE [unset: OpenBLAS picks the machine's kernel; an OPENBLAS_CORETYPE
 #   in the environment is removed] the kernel fixes sgemm's bits, so rules
 #   compared must run on one kernel
@@ -31,6 +31,7 @@ RULES=${RULES:-"dp cdp-v1 cdp-v2"}
 EPOCHS=${EPOCHS:-15}
 LR=${LR:-}
 WD=${WD:-}
+BETAS=${BETAS:-}
 WARMUP=${WARMUP:-500}
 RANKS=${RANKS:-4}
 EXTRA=${EXTRA:-}
@@ -39,9 +40,9 @@ if [ -n "${CORETYPE:-}" ]; then export OPENBLAS_CORETYPE=$CORETYPE; else unset O
 bench_start accuracy.sh results.txt
 
 case $MODEL in
-    vit*) opt="--optimizer adamw${LR:+ --lr $LR}${WD:+ --weight-decay $WD} --lr-schedule cosine \
---warmup-steps $WARMUP"
-          what="adamw lr ${LR:-0.001} wd ${WD:-0.01}, cosine, warm-up $WARMUP" ;;
+    vit*) opt="--optimizer adamw${LR:+ --lr $LR}${BETAS:+ --betas $BETAS}${WD:+ --weight-decay $WD} \
+--lr-schedule cosine --warmup-steps $WARMUP"
+          what="adamw lr ${LR:-0.001} betas ${BETAS:-0.9,0.999} wd ${WD:-0.01}, cosine, warm-up $WARMUP" ;;
     *)    opt="${LR:+--lr $LR}${WD:+ --weight-decay $WD}"
           what="sgd lr ${LR:-0.03} wd ${WD:-0}, momentum 0.9, lr halved every 3 epochs" ;;
 esac
