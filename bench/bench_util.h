@@ -17,12 +17,12 @@ static inline double now(void)
 
 /* n floats, 64-byte aligned, with 64 bytes of slack past the end (a
  * vectorised kernel may read up to a vector beyond a ragged last row);
- * exits with prog's name when out of memory */
-static inline float *bench_buffer(const char *prog, size_t n)
+ * exits when out of memory */
+static inline float *buffer(size_t n)
 {
     float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64 + 64);
     if (!p) {
-        fprintf(stderr, "%s: out of memory for %zu floats\n", prog, n);
+        fprintf(stderr, "bench: out of memory for %zu floats\n", n);
         exit(1);
     }
     for (size_t k = 0; k < n; k++)

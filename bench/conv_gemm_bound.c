@@ -52,11 +52,6 @@
 #include "cdp/model.h"
 #include "bench_util.h"
 
-static float *mk(size_t n)
-{
-    return bench_buffer("conv_gemm_bound", n);
-}
-
 /* which dimension carries the samples (what --split cuts) */
 enum { DIM_M, DIM_N, DIM_K };
 
@@ -168,8 +163,8 @@ static void run(const gemm *g, const float *A, const float *B, float *C, float *
 static double time_gemm(const gemm *g, int rounds, double min_s)
 {
     size_t na = (size_t)g->M * g->K, nb = (size_t)g->K * g->N, nc = (size_t)g->M * g->N;
-    float *A = mk(na), *B = mk(nb), *C = mk(nc);
-    float *part = split && g->dim == DIM_K ? mk(nc * (size_t)split) : NULL;
+    float *A = buffer(na), *B = buffer(nb), *C = buffer(nc);
+    float *part = split && g->dim == DIM_K ? buffer(nc * (size_t)split) : NULL;
     double best = 1e30;
     run(g, A, B, C, part);
     for (int r = 0; r < rounds; r++) {

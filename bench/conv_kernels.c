@@ -76,11 +76,6 @@ static const struct shp shapes[] = {
     {"r20 l3", 128, 64, 7, 64, 3, 1, 1},
 };
 
-static float *buf(size_t n)
-{
-    return bench_buffer("conv_kernels", n);
-}
-
 static int reps = 3;
 
 /* best fwd and bwd seconds of the backend's kernels for the current layout */
@@ -88,7 +83,7 @@ static void time_conv(const cdp_backend *be, const cdp_conv_shape *s, const floa
                       const float *w, const float *b, const float *dy, float *y, float *dx,
                       float *dw, float *db, double *tf, double *tb)
 {
-    float *ws = buf(be->conv2d_ws_floats(s) + 1);
+    float *ws = buffer(be->conv2d_ws_floats(s) + 1);
     *tf = *tb = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = now();
@@ -174,15 +169,15 @@ static int bench_pair(const struct shp *a, size_t na, const struct shp *bl, size
         s.OW = s.OH;
         int K = s.Cin * s.KH * s.KW, P = s.OH * s.OW;
         double fl = 2.0 * s.Cout * (double)K * s.B * P;
-        float *x = buf((size_t)s.B * s.Cin * s.H * s.W), *w = buf((size_t)s.Cout * K);
-        float *b = buf(s.Cout), *dy = buf((size_t)s.B * s.Cout * P);
-        float *y = buf((size_t)s.B * s.Cout * P), *dx = buf((size_t)s.B * s.Cin * s.H * s.W);
-        float *dw = buf((size_t)s.Cout * K), *db = buf(s.Cout);
+        float *x = buffer((size_t)s.B * s.Cin * s.H * s.W), *w = buffer((size_t)s.Cout * K);
+        float *b = buffer(s.Cout), *dy = buffer((size_t)s.B * s.Cout * P);
+        float *y = buffer((size_t)s.B * s.Cout * P), *dx = buffer((size_t)s.B * s.Cin * s.H * s.W);
+        float *dw = buffer((size_t)s.Cout * K), *db = buffer(s.Cout);
         set(0);
         size_t n0 = be->conv2d_ws_floats(&s);
         set(1);
         size_t n1 = be->conv2d_ws_floats(&s);
-        float *ws = buf((n0 > n1 ? n0 : n1) + 1);   /* the size depends on the path */
+        float *ws = buffer((n0 > n1 ? n0 : n1) + 1);   /* the size depends on the path */
         double t[2][2] = {{1e30, 1e30}, {1e30, 1e30}};
         for (int r = 0; r < reps; r++)
             for (int m = 0; m < 2; m++) {
@@ -257,12 +252,12 @@ int main(int argc, char **argv)
         s.OW = s.OH;
         int K = s.Cin * s.KH * s.KW, P = s.OH * s.OW, N = s.B * P;
         double fl = 2.0 * s.Cout * (double)K * N;
-        float *x = buf((size_t)s.B * s.Cin * s.H * s.W), *w = buf((size_t)s.Cout * K);
-        float *b = buf(s.Cout), *dy = buf((size_t)s.B * s.Cout * P);
-        float *y = buf((size_t)s.B * s.Cout * P), *dx = buf((size_t)s.B * s.Cin * s.H * s.W);
-        float *dw = buf((size_t)s.Cout * K), *db = buf(s.Cout);
+        float *x = buffer((size_t)s.B * s.Cin * s.H * s.W), *w = buffer((size_t)s.Cout * K);
+        float *b = buffer(s.Cout), *dy = buffer((size_t)s.B * s.Cout * P);
+        float *y = buffer((size_t)s.B * s.Cout * P), *dx = buffer((size_t)s.B * s.Cin * s.H * s.W);
+        float *dw = buffer((size_t)s.Cout * K), *db = buffer(s.Cout);
         /* plain sgemm on ready operands, one thread */
-        float *col = buf((size_t)K * N), *ym = buf((size_t)s.Cout * N);
+        float *col = buffer((size_t)K * N), *ym = buffer((size_t)s.Cout * N);
         double gf = 1e30, gb = 1e30;
         for (int r = 0; r < reps; r++) {
             double t0 = now();

@@ -33,11 +33,6 @@
 
 #include "bench_util.h"
 
-static float *mk(size_t n)
-{
-    return bench_buffer("sgemm_limit", n);
-}
-
 enum { NT, TN, NN };
 static const char *const op_name[] = {"fwd  NT", "dW   TN", "dx   NN"};
 
@@ -111,7 +106,8 @@ static void interleave(int B)
 {
 #ifdef _OPENMP
     int n = 1024, k = 1024;
-    float *x = mk((size_t)B * k), *W = mk((size_t)n * k), *b = mk((size_t)n), *y = mk((size_t)B * n);
+    float *x = buffer((size_t)B * k), *W = buffer((size_t)n * k);
+    float *b = buffer((size_t)n), *y = buffer((size_t)B * n);
     double best = 1e30;
     for (int r = 0; r < 7; r++) {
         int it = 0;
@@ -207,12 +203,13 @@ int main(int argc, char **argv)
     int wmax = 0;
     for (int j = 0; j < nd; j++)
         wmax = dims[j] > wmax ? dims[j] : wmax;
-    float *X = mk((size_t)B * wmax), *DY = mk((size_t)B * wmax), *DX = mk((size_t)B * wmax);
+    float *X = buffer((size_t)B * wmax), *DY = buffer((size_t)B * wmax);
+    float *DX = buffer((size_t)B * wmax);
     double tot_t = 0, tot_f = 0;
     for (int j = 0; j + 1 < nd; j++) {
         int in = dims[j], out = dims[j + 1];
-        float *W = mk((size_t)out * in), *C = mk((size_t)out * in > (size_t)B * wmax
-                                                 ? (size_t)out * in : (size_t)B * wmax);
+        float *W = buffer((size_t)out * in), *C = buffer((size_t)out * in > (size_t)B * wmax
+                                                         ? (size_t)out * in : (size_t)B * wmax);
         for (int op = NT; op <= NN; op++) {
             if (op == NN && j == 0)
                 continue;   /* nobody needs dLoss/dinput */

@@ -6,26 +6,33 @@
 #   torch_parity_setup SCRIPT "MODULES" TAG SPLIT...
 #     (tests/mpi_torch_parity.sh, tests/parity_lib.sh) sets PY, DATA, srcdir,
 #     builddir, REF (tests/SCRIPT), CDP, MPIRUN, have_mpi and a scratch
-#     directory tmp (removed at exit), and defines skip and fail; it skips
-#     (77) unless python3 imports MODULES and Fashion-MNIST's SPLIT files
-#     (train, t10k) are there.  CDP_FMNIST_DIR overrides the data directory.
+#     directory tmp (removed at exit); it skips (77) unless python3 imports
+#     MODULES and Fashion-MNIST's SPLIT files (train, t10k) are there.  CDP_FMNIST_DIR overrides the data directory.
+# Both use torch_need and the skip (77) and fail (1) of this file.
 # Environment (from the automake harness): top_builddir, top_srcdir, MPIRUN.
 set -u
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+# torch_need "MODULES": PY, srcdir and builddir set, or a skip unless PY
+# imports MODULES
+torch_need() {
+    PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
+    srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+    builddir=${top_builddir:-$(pwd)}
+    [ -x "$PY" ] || skip "$PY not found"
+    "$PY" -c "import ${1// /, }" >/dev/null 2>&1 || skip "$PY cannot import $1"
+}
 
 torch_parity_setup() {
     local script=$1 modules=$2 tag=$3 split f
     shift 3
-    PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
+    torch_need "$modules"
     DATA=${CDP_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
-    srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
-    builddir=${top_builddir:-$(pwd)}
     REF=$srcdir/tests/$script
     CDP=$builddir/cdp_run
     MPIRUN=${MPIRUN:-mpirun}
-    skip() { echo "SKIP: $*"; exit 77; }
-    fail() { echo "FAIL: $*"; exit 1; }
-    [ -x "$PY" ] || skip "$PY not found"
-    "$PY" -c "import ${modules// /, }" >/dev/null 2>&1 || skip "$PY cannot import $modules"
     for split in "$@"; do
         for f in $split-images-idx3-ubyte $split-labels-idx1-ubyte; do
             [ -f "$DATA/$f.gz" ] || [ -f "$DATA/$f" ] \
@@ -47,17 +54,10 @@ torch_parity_setup() {
 }
 
 torch_run() {
-    local PY=${CDP_TORCH_PYTHON:-/usr/bin/python3}
-    local here srcdir builddir script probe
-    here=$(cd "$(dirname "$0")" && pwd)
-    srcdir=${top_srcdir:-$(cd "$here/.." && pwd)}
-    builddir=${top_builddir:-$(pwd)}
+    local script probe
+    torch_need "torch numpy"
     script=$srcdir/tests/$1
     probe=$builddir/tests/$2
-    skip() { echo "SKIP: $*"; exit 77; }
-    fail() { echo "FAIL: $*"; exit 1; }
-    [ -x "$PY" ] || skip "$PY not found"
-    "$PY" -c 'import torch, numpy' >/dev/null 2>&1 || skip "$PY cannot import torch and numpy"
     [ -f "$script" ] || fail "$script missing"
     [ -x "$probe" ] || fail "$probe missing (make check builds it; or make tests/$2)"
     local TO=

@@ -20,6 +20,12 @@ typedef struct cdp_conv_shape {
     int B, Cin, H, W, Cout, KH, KW, stride, pad, OH, OW;
 } cdp_conv_shape;
 
+/* the number of weights, Cout*Cin*KH*KW (what dw holds) */
+static inline size_t cdp_conv_weight_count(const cdp_conv_shape *s)
+{
+    return (size_t)s->Cout * (size_t)s->Cin * (size_t)s->KH * (size_t)s->KW;
+}
+
 /* The scalars of one AdamW update (backend adamw), each computed on the
  * host in double from the float lr and rounded to float once:
  * decay = 1 - lr*wd, beta1, 1 - beta1, beta2, 1 - beta2,

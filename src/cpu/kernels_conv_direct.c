@@ -510,6 +510,6 @@ void cdp_cpu_conv2d_direct_bwd(const cdp_conv_shape *s, const float *x, const fl
         }
     }
     /* dw = the slots' partials in slot order (then added to dw) */
-    cdp_cpu_conv_dw_sum((size_t)Cout * Cin * 9, p.S, ws + p.wt + p.xp + p.dp + p.dyw + p.out,
+    cdp_cpu_conv_dw_sum(cdp_conv_weight_count(s), p.S, ws + p.wt + p.xp + p.dp + p.dyw + p.out,
                         p.slot, dw, accumulate);
 }

@@ -360,7 +360,7 @@ static plan plan_make(const cdp_conv_shape *s)
     /* the weights' layouts do not depend on the batch: entry 0's serve both */
     p.wf = p.e[0]->p[FWD].in[1].floats;
     p.wd = p.e[0]->p[BWD_DATA].in[1].floats;
-    p.part = r16((size_t)s->Cout * (size_t)s->Cin * (size_t)s->KH * (size_t)s->KW);
+    p.part = r16(cdp_conv_weight_count(s));
     for (int i = 0; i < 2; i++) {
         const entry *e = p.e[i];
         size_t f = fwd_floats(e), b = bwd_floats(e);
@@ -556,6 +556,6 @@ void cdp_cpu_conv2d_dnnl_bwd(const cdp_conv_shape *s, const float *x, const floa
         }
         guard_leave(g);
     }
-    cdp_cpu_conv_dw_sum((size_t)s->Cout * s->Cin * s->KH * s->KW, p.S, slots, p.slot, dw,
+    cdp_cpu_conv_dw_sum(cdp_conv_weight_count(s), p.S, slots, p.slot, dw,
                         accumulate);
 }

@@ -205,11 +205,6 @@ static const cudnn_conv *lookup(const cdp_conv_shape *s)
     return c->ok ? c : nullptr;
 }
 
-static size_t weights_of(const cdp_conv_shape *s)
-{
-    return (size_t)s->Cout * s->Cin * s->KH * s->KW;
-}
-
 static size_t ws_floats_of(const cudnn_conv *c)
 {
     return round64((c->ws_bytes + sizeof(float) - 1) / sizeof(float));
@@ -220,7 +215,7 @@ size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *s)
     const cudnn_conv *c = lookup(s);
     if (!c)
         return 0;
-    return ws_floats_of(c) + round64(weights_of(s));
+    return ws_floats_of(c) + round64(cdp_conv_weight_count(s));
 }
 
 int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, int bias,
@@ -247,7 +242,7 @@ int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, 
                                                    c->bwd_filter, ws, c->ws_bytes, &zero, c->w,
                                                    accumulate ? dwt : dw));
     if (accumulate)
-        cdp_cuda_add(weights_of(s), dw, dwt);
+        cdp_cuda_add(cdp_conv_weight_count(s), dw, dwt);
     if (dx)
         CDP_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, c->w, w, c->y, dy, c->conv,
                                                      c->bwd_data, ws, c->ws_bytes, &zero, c->x,
