@@ -76,7 +76,6 @@ failed), 2 usage or file error.
 """
 import argparse
 import copy
-import importlib.util
 import math
 import os
 import re
@@ -96,9 +95,11 @@ except ImportError as e:  # the shell test skips before this
     print(f"torch_model_reference: torchvision is needed: {e}", file=sys.stderr)
     sys.exit(2)
 
-from torch_io import idx_path, idx_read, st_read, st_write  # noqa: E402  (this folder)
+# this folder's modules (on sys.path as the script's own, or put there by
+# the benches that import this file)
+import torch_reference  # noqa: E402
+from torch_io import idx_path, idx_read, st_read, st_write  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 PROG = "torch_model_reference"
 RULES = ("dp", "cdp-v1", "cdp-v2")
 BN_MOMENTUM = 0.1
@@ -109,15 +110,6 @@ class UsageError(Exception):
 
 
 # ----------------------------------------------------------------- data
-
-
-def _mlp_reference():
-    """tests/torch_reference.py, imported by path for its lag table."""
-    spec = importlib.util.spec_from_file_location(
-        "cdp_torch_reference", os.path.join(HERE, "torch_reference.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def load_split(data_dir, train):
@@ -334,7 +326,7 @@ def lag_table(rule, n, nstages):
     """DESIGN section 4's lag table, as the MLP reference writes it out."""
     if rule not in RULES:
         raise UsageError(f"unknown rule {rule}")
-    return _mlp_reference().lag_table(rule, n, nstages)
+    return torch_reference.lag_table(rule, n, nstages)
 
 
 def chan_combine(stats):
