@@ -122,9 +122,10 @@ parity() {
 # load_test MODEL "cdp_run OPTIONS": cdp's weights (running statistics
 # included) load into torchvision's module with strict=True and give cdp's
 # own test accuracy (float rounding may move a handful of the 10,000
-# predictions)
+# predictions); where torchvision has the model, the user's example
+# examples/load_torchvision.py prints the reference's accuracy exactly
 load_test() {
-    local model=$1 train=$2 w=$tmp/trained.st out ev cdp_acc t_acc
+    local model=$1 train=$2 w=$tmp/trained.st out ev ex cdp_acc t_acc
     # shellcheck disable=SC2086
     out=$($TO "$CDP" --model "$model" --data fashion-mnist --data-dir "$DATA" $train \
           --quiet --save-weights "$w" 2>&1) || { echo "$out"; fail "training $model for the load test failed"; }
@@ -139,6 +140,16 @@ load_test() {
         echo "load: $model: cdp test accuracy '$cdp_acc' vs torchvision '$t_acc' (want > 0.3 and within 0.002)"
         bad=1
     fi
+    case $model in
+        resnet18*|resnet34*|resnet50*|vit*)
+            ex=$($TO "$PY" "$srcdir/examples/load_torchvision.py" "$w" "$model" "$DATA" 2>&1) \
+                || { echo "$ex"; fail "examples/load_torchvision.py did not load cdp's $model"; }
+            echo "$ex"
+            case $ex in
+                *"test accuracy $t_acc "*) ;;
+                *) echo "load: examples/load_torchvision.py disagrees with the reference ($t_acc)"; bad=1 ;;
+            esac ;;
+    esac
 }
 
 # finish WHAT: the verdict
