@@ -11,10 +11,11 @@ vit:patch=P,dim=D,depth=K,heads=H,mlp=M).  torchvision has no resnet20/32/56:
 tests/torch_model_reference.py --evaluate builds those with the same names.
 The only change made to torchvision's module is its first layer, to take
 the data's channels (and, for -cifar, the paper's small-image stem)."""
-import gzip, json, struct, sys
+import struct, sys
 import numpy as np
 import torch
 import torchvision
+from cdp_files import read_idx, read_safetensors
 
 VIT_PRESETS = {"vit-tiny": (4, 192, 6, 3, 768), "vit-b16": (16, 768, 12, 12, 3072),
                "vit-b32": (32, 768, 12, 12, 3072), "vit-l16": (16, 1024, 24, 16, 4096)}
@@ -25,31 +26,6 @@ RESNETS = ("resnet18", "resnet34", "resnet50")
 def die(msg):
     print(f"load_torchvision.py: error: {msg}", file=sys.stderr)
     sys.exit(1)
-
-
-def read_safetensors(path):
-    dt = {"F32": "<f4", "I64": "<i8"}
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        a = np.frombuffer(data[b:e], dtype=dt[t["dtype"]]).reshape(t["shape"]).copy()
-        out[name] = torch.from_numpy(a)
-    return out
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        magic, n = struct.unpack(">II", f.read(8))
-        if magic == 0x803:
-            rows, cols = struct.unpack(">II", f.read(8))
-            return np.frombuffer(f.read(), np.uint8).reshape(n, 1, rows, cols)
-        return np.frombuffer(f.read(), np.uint8)
 
 
 def vit_spec(name):

@@ -2,31 +2,10 @@
 """Loads a cdp weight file (safetensors) into a PyTorch MLP and evaluates it
 on the Fashion-MNIST test set.  Needs only torch and numpy (no safetensors
 package):   python3 examples/load_weights.py weights.safetensors [DATA_DIR]"""
-import gzip, json, struct, sys
+import sys
 import numpy as np
 import torch
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = t["data_offsets"]
-        assert t["dtype"] == "F32"
-        out[name] = torch.from_numpy(np.frombuffer(data[b:e], dtype="<f4").reshape(t["shape"]).copy())
-    return out
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        magic, n = struct.unpack(">II", f.read(8))
-        if magic == 0x803:
-            rows, cols = struct.unpack(">II", f.read(8))
-            return np.frombuffer(f.read(), np.uint8).reshape(n, rows * cols)
-        return np.frombuffer(f.read(), np.uint8)
+from cdp_files import read_idx, read_safetensors
 
 w = read_safetensors(sys.argv[1])
 layers = []
@@ -40,7 +19,7 @@ while f"fc{j}.weight" in w:
     j += 1
 model = torch.nn.Sequential(*layers[:-1])
 d = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/datasets/fashion-mnist"
-x = torch.from_numpy(read_idx(f"{d}/t10k-images-idx3-ubyte.gz").astype(np.float32) / 255.0)
+x = torch.from_numpy(read_idx(f"{d}/t10k-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255.0)
 y = torch.from_numpy(read_idx(f"{d}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
 with torch.no_grad():
     acc = (model(x).argmax(1) == y).float().mean().item()
