@@ -1,0 +1,6 @@
+#!/bin/bash
+# usage: go3.sh RULE EPOCHS BETAS [LR]   (issue 11's ViT accuracy runs)
+# as go2.sh, but a run whose log ends with "rc 0" is done and is skipped
+o=/work/runs/vit/$1-E$2-b$3-lr${4:-5e-4}
+if [ -f $o/log.txt ] && grep -q "^rc 0$" $o/log.txt; then echo "done: $o"; exit 0; fi
+exec /work/runs/vit/go2.sh "$@"
