@@ -8,7 +8,9 @@ runs=[('dp 5e-4','dp-E25/log.txt'),('v1 5e-4','cdp-v1-E25/log.txt'),
       ('dp 2.5e-4','dp-E25-b0.9,0.999-lr2.5e-4/log.txt'),
       ('v2 2.5e-4','cdp-v2-E25-b0.9,0.999-lr2.5e-4/log.txt'),
       ('v1 5e-4 b2.98','killed-cdp-v1-E25-b0.98-lr5e-4/log.txt'),
-      ('v1 E40 5e-4','cdp-v1-E40-b0.9,0.999-lr5e-4/log.txt')]
+      ('v1 E40 5e-4','cdp-v1-E40-b0.9,0.999-lr5e-4/log.txt'),
+      ('dp E40 5e-4','dp-E40-b0.9,0.999-lr5e-4/log.txt'),
+      ('v2 E40 5e-4','cdp-v2-E40-b0.9,0.999-lr5e-4/log.txt')]
 data={}
 for name,p in runs:
     p=R+p
