@@ -43,8 +43,8 @@ import torch.nn.functional as F
 from trace_steps import quantile
 from openblas_ctl import corename, set_blas_threads
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from torch_io import idx_path, idx_read  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from cdp_files import idx_path, idx_read  # noqa: E402
 
 
 def load(data_dir):

@@ -15,11 +15,8 @@ import struct, sys
 import numpy as np
 import torch
 import torchvision
-from cdp_files import read_idx, read_safetensors
+from cdp_files import VIT_PRESETS, idx_read, st_read, vit_spec
 
-VIT_PRESETS = {"vit-tiny": (4, 192, 6, 3, 768), "vit-b16": (16, 768, 12, 12, 3072),
-               "vit-b32": (32, 768, 12, 12, 3072), "vit-l16": (16, 1024, 24, 16, 4096)}
-VIT_KEYS = ("patch", "dim", "depth", "heads", "mlp")
 RESNETS = ("resnet18", "resnet34", "resnet50")
 
 
@@ -28,21 +25,11 @@ def die(msg):
     sys.exit(1)
 
 
-def vit_spec(name):
-    """(patch, dim, depth, heads, mlp), or None for a model that is no ViT;
-    the heads are not in the file's shapes, so they come from the name."""
-    if name in VIT_PRESETS:
-        return VIT_PRESETS[name]
-    if not name.startswith("vit:"):
-        return None
-    vals = dict(item.partition("=")[::2] for item in name[4:].split(","))
-    if sorted(vals) != sorted(VIT_KEYS) or not all(v.isdigit() for v in vals.values()):
-        die(f"{name}: expected vit:patch=P,dim=D,depth=K,heads=H,mlp=M")
-    return tuple(int(vals[k]) for k in VIT_KEYS)
-
-
 def build(name, sd, image_size):
-    vit = vit_spec(name)
+    try:
+        vit = vit_spec(name)
+    except ValueError as e:
+        die(f"{e}")
     if vit:
         patch, dim, depth, heads, mlp = vit
         net = torchvision.models.VisionTransformer(image_size, patch, depth, heads, dim, mlp,
@@ -70,9 +57,9 @@ def main():
     path, name = sys.argv[1], sys.argv[2]
     d = sys.argv[3] if len(sys.argv) > 3 else "/usr/share/datasets/fashion-mnist"
     try:
-        sd = read_safetensors(path)
-        x = read_idx(f"{d}/t10k-images-idx3-ubyte.gz")
-        y = torch.from_numpy(read_idx(f"{d}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
+        sd = st_read(path)
+        x = idx_read(f"{d}/t10k-images-idx3-ubyte.gz")[:, None]    # one channel
+        y = torch.from_numpy(idx_read(f"{d}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
     except (OSError, ValueError, KeyError, struct.error) as e:
         die(f"{e}")
     try:

@@ -97,8 +97,9 @@ except ImportError as e:  # the shell test skips before this
 
 # this folder's modules (on sys.path as the script's own, or put there by
 # the benches that import this file)
-import torch_reference  # noqa: E402
-from torch_io import idx_path, idx_read, st_read, st_write  # noqa: E402
+import torch_reference  # noqa: E402  (puts ../examples on sys.path)
+from cdp_files import VIT_FORMAT, VIT_PRESETS, idx_path, idx_read, st_read, st_write  # noqa: E402
+import cdp_files  # noqa: E402
 
 PROG = "torch_model_reference"
 RULES = ("dp", "cdp-v1", "cdp-v2")
@@ -196,28 +197,15 @@ CIFAR_DEPTH = {"resnet20": 3, "resnet32": 5, "resnet56": 9, "resnet110": 18}
 TV_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 RESNETS = (list(CIFAR_DEPTH) + [n + "-cifar" for n in TV_NAMES] + list(TV_NAMES))
 # cdp's presets (src/models/vit.c): patch, dim, depth, heads, mlp
-VIT_PRESETS = {"vit-tiny": (4, 192, 6, 3, 768), "vit-b16": (16, 768, 12, 12, 3072),
-               "vit-b32": (32, 768, 12, 12, 3072), "vit-l16": (16, 1024, 24, 16, 4096)}
-VIT_KEYS = ("patch", "dim", "depth", "heads", "mlp")
-VIT_FORMAT = "vit:patch=P,dim=D,depth=K,heads=H,mlp=M"
 MODELS = RESNETS + list(VIT_PRESETS) + [VIT_FORMAT]
 
 
 def vit_spec(name):
     """(patch, dim, depth, heads, mlp) of a ViT name, None for other models."""
-    if name in VIT_PRESETS:
-        return VIT_PRESETS[name]
-    if not name.startswith("vit:"):
-        return None
-    vals = {}
-    for item in name[4:].split(","):
-        key, eq, val = item.partition("=")
-        if key not in VIT_KEYS or key in vals or not eq or not val.isdigit() or int(val) < 1:
-            raise UsageError(f"--model {name}: expected {VIT_FORMAT}")
-        vals[key] = int(val)
-    if len(vals) != len(VIT_KEYS):
-        raise UsageError(f"--model {name}: expected {VIT_FORMAT}")
-    return tuple(vals[k] for k in VIT_KEYS)
+    try:
+        return cdp_files.vit_spec(name)
+    except ValueError as e:
+        raise UsageError(f"--model {e}") from e
 
 
 def parse_betas(text):

@@ -24,21 +24,24 @@ Usage (see --help):
 Exit status: 0 ok, 1 comparison above --tol, 2 usage or file error.
 """
 import argparse
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-import torch_io
-from torch_io import idx_path, idx_read, st_write
+# the file formats: the installed examples' module, from the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import cdp_files  # noqa: E402
+from cdp_files import idx_path, idx_read, st_write  # noqa: E402
 
 # ----------------------------------------------------------------- files
 
 
 def st_read(path):
     """name -> float32 tensor (the MLP's parameters)"""
-    return {k: v.float() for k, v in torch_io.st_read(path).items()}
+    return {k: v.float() for k, v in cdp_files.st_read(path).items()}
 
 
 # ----------------------------------------------------------------- data
