@@ -73,6 +73,15 @@ static inline bool fits32(size_t n)
         CDP_CUDA_LAUNCHED(#kernel);                                            \
     } while (0)
 
+/* A device buffer that only grows (kernels.cu).  Work already queued on
+ * the stream may still read the old one, so growing waits for the stream
+ * first; the one stream orders every later use after earlier ones. */
+struct cdp_cuda_scratch {
+    void *p;
+    size_t bytes;
+};
+void *cdp_cuda_scratch_get(cdp_cuda_scratch *s, size_t bytes, const char *what);
+
 /* A GPU error in the middle of training cannot be recovered from: name the
  * call, print one line, abort(). */
 [[noreturn]] void cdp_cuda_fail(const char *call, const char *what,

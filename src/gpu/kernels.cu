@@ -248,14 +248,7 @@ void cdp_cuda_adamw(size_t n, const float *theta_in, float *theta_out, float *g,
 
 /* ---------------------------------------------------------------- scratch */
 
-/* A device buffer that only grows.  Work already queued on the stream may
- * still read the old one, so growing waits for the stream first. */
-struct scratch {
-    void *p;
-    size_t bytes;
-};
-
-static void *scratch_get(scratch *s, size_t bytes, const char *what)
+void *cdp_cuda_scratch_get(cdp_cuda_scratch *s, size_t bytes, const char *what)
 {
     if (bytes <= s->bytes)
         return s->p;
@@ -275,7 +268,7 @@ static void *scratch_get(scratch *s, size_t bytes, const char *what)
     return s->p;
 }
 
-static scratch pixel_stage, norm_stage, label_stage, xent_rows;
+static cdp_cuda_scratch pixel_stage, norm_stage, label_stage, xent_rows;
 
 void cdp_cuda_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
                               const float *norm, float *x)
@@ -283,14 +276,14 @@ void cdp_cuda_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
     const size_t n = (size_t)B * (size_t)C * (size_t)HW;
     if (!n)
         return;
-    uint8_t *d = (uint8_t *)scratch_get(&pixel_stage, n, "cudaMalloc(pixel staging)");
+    uint8_t *d = (uint8_t *)cdp_cuda_scratch_get(&pixel_stage, n, "cudaMalloc(pixel staging)");
     cdp_cuda_h2d(d, host_pixels, n);
     if (!norm) {
         k_pixels<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, d, x);
         CDP_CUDA_LAUNCHED("k_pixels");
         return;
     }
-    float *dn = (float *)scratch_get(&norm_stage, 2 * (size_t)C * sizeof(float),
+    float *dn = (float *)cdp_cuda_scratch_get(&norm_stage, 2 * (size_t)C * sizeof(float),
                                      "cudaMalloc(normalisation staging)");
     cdp_cuda_h2d(dn, norm, 2 * (size_t)C * sizeof(float));
     k_pixels_norm<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, C, HW, d, dn, x);
@@ -395,13 +388,13 @@ void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *s
     const int32_t *dlabels = labels;
     if (!cdp_cuda_is_device_ptr(labels)) {
         /* labels handed over from the host: stage them */
-        int32_t *d = (int32_t *)scratch_get(&label_stage, (size_t)B * sizeof(int32_t),
+        int32_t *d = (int32_t *)cdp_cuda_scratch_get(&label_stage, (size_t)B * sizeof(int32_t),
                                             "cudaMalloc(label staging)");
         cdp_cuda_h2d(d, labels, (size_t)B * sizeof(int32_t));
         dlabels = d;
     }
     size_t rows_bytes = (size_t)B * (sizeof(float) + sizeof(int));
-    float *rowloss = (float *)scratch_get(&xent_rows, rows_bytes, "cudaMalloc(xent rows)");
+    float *rowloss = (float *)cdp_cuda_scratch_get(&xent_rows, rows_bytes, "cudaMalloc(xent rows)");
     int *rowok = (int *)(rowloss + B);
     unsigned g = (unsigned)((B + XENT_WARPS - 1) / XENT_WARPS);
     k_xent_rows<<<g, XENT_WARPS * 32, 0, cdp_cuda_g.stream>>>(B, C, 1.0f / (float)B, logits,

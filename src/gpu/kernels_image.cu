@@ -36,15 +36,19 @@
  *     once.
  * Where cuDNN takes the shape (conv_cudnn.cu: built with it, CDP_CUDNN not
  * 0), the three passes run there instead; db stays here.
- * BatchNorm: one block of BN_THREADS per channel, thread-strided partial
- * sums in double over the channel's n = B*HW values, then a fixed tree.
+ * BatchNorm: each channel's n = B*HW values cut into S slices (S from n
+ * alone), one block a (slice, channel): thread-strided partial sums in
+ * double, a fixed tree within the block, then the S slice sums in a fixed
+ * tree.
  *
- * Status: first run on a GPU (NVIDIA H200) on 2026-11-26: tests/test_gpu,
- * which compares every kernel here with the CPU backend, passes, and the
- * ResNets train within 1.8e-5 of the CPU after one step (bench/RESULTS.md
- * section 6).  Correct and deterministic; not tuned: resnet50 trains at
- * 0.54-0.68x PyTorch's (cuDNN) speed on that GPU. */
+ * Status: run on an NVIDIA H200 (2026-11-26) and H100 (2026-11-27):
+ * tests/test_gpu, which compares every kernel here with the CPU backend,
+ * passes, and the ResNets train within 1.8e-5 of the CPU after one step
+ * (bench/RESULTS.md section 6).  Correct and deterministic; resnet50 trains
+ * at 0.51-0.68x PyTorch's speed there.  The sliced BatchNorm (2026-11-27)
+ * was written after those runs and has not run on a GPU yet. */
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda_internal.h"
 
@@ -334,40 +338,126 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
  * of the kernel (cuda_internal.h: 32 bits where they fit) */
 #define BN_I(i, c) BN_AT((i) / (I)HW, c, (i) % (I)HW)
 
-/* One block per channel c: mean = sum / n, M2 = sum of (x - mean)^2 in
- * double (thread-strided over the index b*HW + p, fixed tree); invstd =
- * (float)(1 / sqrt(M2/n + eps)); y = ((x - (float)mean) * invstd) * gamma
- * + beta in float. */
+/* The per-channel sums, cut into slices so that the whole GPU works on
+ * them: channel c's n = B*HW values (index i = b*HW + p) are cut into S
+ * slices of consecutive indices, one block a (slice, channel).  A block
+ * sums its slice (thread-strided, fixed tree, double) into part[c*S + s];
+ * a block that needs the channel's total adds the S partials in one fixed
+ * tree (bn_total), so every block of the channel gets the same bits.  S
+ * depends on n alone (bn_slices): the bits depend on the shape, never on
+ * timing.  One block a channel, as before 2026-11-27, left 64 of an H100's
+ * 132 multiprocessors idle on resnet50's stem and walked 802816 values a
+ * channel with 256 threads. */
+#define BN_CHUNK (RED_THREADS * 16) /* values a block sums, about */
+
+/* CDP_BN_SLICES=S fixes S (1: one block a channel) to compare speeds */
+static int bn_slices(size_t n)
+{
+    static long forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("CDP_BN_SLICES");
+        forced = e ? strtol(e, nullptr, 10) : 0;
+        if (forced < 0)
+            forced = 0;
+    }
+    size_t S = forced > 0 ? (size_t)forced : (n + BN_CHUNK - 1) / BN_CHUNK;
+    if (S > RED_THREADS) /* bn_total loads the partials one a thread */
+        S = RED_THREADS;
+    return S < 1 ? 1 : (int)S;
+}
+
+/* this block's channel c and its slice's indices [lo, hi) of n */
 template <typename I>
-__global__ static void k_bn_fwd_train(int B, int C, int HW, const float *__restrict__ x,
-                                      const float *__restrict__ gamma,
-                                      const float *__restrict__ beta, float eps,
-                                      float *__restrict__ y, float *__restrict__ save,
-                                      double *__restrict__ stats)
+struct bn_block {
+    int c;
+    I lo, hi;
+};
+
+template <typename I>
+__device__ static inline bn_block<I> bn_slice(I n, int S)
+{
+    bn_block<I> k;
+    const int s = (int)(blockIdx.x % (unsigned)S);
+    k.c = (int)(blockIdx.x / (unsigned)S);
+    const I len = (n + (I)S - 1) / (I)S;
+    k.lo = (I)s * len < n ? (I)s * len : n;
+    k.hi = n - k.lo < len ? n : k.lo + len;
+    return k;
+}
+
+/* the total of a channel's S partials (part points at them), fixed tree */
+__device__ static inline double bn_total(const double *part, int S, double *sh)
+{
+    return block_sum((int)threadIdx.x < S ? part[threadIdx.x] : 0.0, sh);
+}
+
+/* channel c's mean from the slice sums (the first C*S doubles of part) */
+__device__ static inline double bn_mean(const double *part, int c, int S, double dn, double *sh)
+{
+    return __ddiv_rn(bn_total(part + (size_t)c * S, S, sh), dn);
+}
+
+/* Training forward, three launches over the (slice, channel) blocks, each
+ * reading x once: the slices' sums; with mean = sum / n, the slices' sums
+ * of (x - mean)^2 (M2), in double; then with invstd = (float)(1 / sqrt(M2/n
+ * + eps)), y = ((x - (float)mean) * invstd) * gamma + beta in float.
+ * part holds 2*C*S doubles: the sums, then the M2 partials. */
+template <typename I>
+__global__ static void k_bn_sum_part(int B, int C, int HW, int S,
+                                     const float *__restrict__ x, double *__restrict__ part)
 {
     __shared__ double sh[RED_THREADS];
-    const int c = blockIdx.x;
-    const I n = (I)B * (I)HW;
-    const double dn = (double)B * (double)HW;
+    const bn_block<I> blk = bn_slice<I>((I)B * (I)HW, S);
+    const int c = blk.c;
     double sum = 0.0;
-    for (I i = threadIdx.x; i < n; i += RED_THREADS)
+    for (I i = blk.lo + threadIdx.x; i < blk.hi; i += RED_THREADS)
         sum = __dadd_rn(sum, (double)x[BN_I(i, c)]);
-    const double mean = __ddiv_rn(block_sum(sum, sh), dn);
+    sum = block_sum(sum, sh);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = sum;
+}
+
+template <typename I>
+__global__ static void k_bn_m2_part(int B, int C, int HW, int S, const float *__restrict__ x,
+                                    double *__restrict__ part)
+{
+    __shared__ double sh[RED_THREADS];
+    const bn_block<I> blk = bn_slice<I>((I)B * (I)HW, S);
+    const int c = blk.c;
+    const double dn = (double)B * (double)HW;
+    const double mean = bn_mean(part, c, S, dn, sh);
     double m2 = 0.0;
-    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+    for (I i = blk.lo + threadIdx.x; i < blk.hi; i += RED_THREADS) {
         double d = __dsub_rn((double)x[BN_I(i, c)], mean);
         m2 = __dadd_rn(m2, __dmul_rn(d, d));
     }
     m2 = block_sum(m2, sh);
+    if (threadIdx.x == 0)
+        part[(size_t)C * S + blockIdx.x] = m2;
+}
+
+template <typename I>
+__global__ static void k_bn_normalize(int B, int C, int HW, int S, const float *__restrict__ x,
+                                      const float *__restrict__ gamma,
+                                      const float *__restrict__ beta, float eps,
+                                      const double *__restrict__ part, float *__restrict__ y,
+                                      float *__restrict__ save, double *__restrict__ stats)
+{
+    __shared__ double sh[RED_THREADS];
+    const bn_block<I> blk = bn_slice<I>((I)B * (I)HW, S);
+    const int c = blk.c;
+    const double dn = (double)B * (double)HW;
+    const double mean = bn_mean(part, c, S, dn, sh);
+    const double m2 = bn_total(part + (size_t)C * S + (size_t)c * S, S, sh);
     const float fm = __double2float_rn(mean);
     const float is = __double2float_rn(
         __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(__ddiv_rn(m2, dn), (double)eps))));
     const float ga = gamma[c], be = beta[c];
-    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+    for (I i = blk.lo + threadIdx.x; i < blk.hi; i += RED_THREADS) {
         size_t at = BN_I(i, c);
         y[at] = __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(x[at], fm), is), ga), be);
     }
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && blockIdx.x % (unsigned)S == 0) {
         save[c] = fm;
         save[C + c] = is;
         stats[c] = mean;
@@ -391,25 +481,25 @@ __global__ static void k_bn_fwd_eval(I n, int C, int HW, const float *__restrict
     }
 }
 
-/* One block per channel, with mean = save[c], invstd = save[C + c] and
- * xhat = (x - mean) * invstd in float: dbeta = sum dy, dgamma = sum
- * dy*xhat in double (products in double), rounded to float once; then
- * dx = (gamma * invstd / n) * (((n * dy) - dbeta) - xhat * dgamma) in
- * float.  dx may equal dy: the sums are complete (block_sum synchronises)
- * before any dx is written, and each element is read before it is written
- * by the same thread. */
+/* Backward, two launches over the (slice, channel) blocks.  With mean =
+ * save[c], invstd = save[C + c] and xhat = (x - mean) * invstd in float:
+ * the slices' sums of dy and dy*xhat in double (products in double) into
+ * part (2*C*S doubles); then dbeta = sum dy, dgamma = sum dy*xhat, each
+ * rounded to float once, and dx = (gamma * invstd / n) * (((n * dy) -
+ * dbeta) - xhat * dgamma) in float.  dx may equal dy: the first launch has
+ * read all of dy before the second writes any dx (one stream), and there
+ * each element is read before it is written, by the same thread. */
 template <typename I>
-__global__ static void k_bn_bwd(int B, int C, int HW, float nf, const float *__restrict__ x,
-                                const float *__restrict__ gamma, const float *__restrict__ save,
-                                const float *dy, float *dx, float *__restrict__ dgamma,
-                                float *__restrict__ dbeta, int accumulate)
+__global__ static void k_bn_bwd_part(int B, int C, int HW, int S, const float *__restrict__ x,
+                                     const float *__restrict__ save, const float *dy,
+                                     double *__restrict__ part)
 {
     __shared__ double sh[RED_THREADS];
-    const int c = blockIdx.x;
-    const I n = (I)B * (I)HW;
+    const bn_block<I> blk = bn_slice<I>((I)B * (I)HW, S);
+    const int c = blk.c;
     const float mean = save[c], is = save[C + c];
     double sdy = 0.0, sdyx = 0.0;
-    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+    for (I i = blk.lo + threadIdx.x; i < blk.hi; i += RED_THREADS) {
         size_t at = BN_I(i, c);
         float xh = __fmul_rn(__fsub_rn(x[at], mean), is);
         double d = (double)dy[at];
@@ -418,15 +508,34 @@ __global__ static void k_bn_bwd(int B, int C, int HW, float nf, const float *__r
     }
     sdy = block_sum(sdy, sh);
     sdyx = block_sum(sdyx, sh);
-    const float fdb = __double2float_rn(sdy), fdg = __double2float_rn(sdyx);
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = sdy;
+        part[(size_t)C * S + blockIdx.x] = sdyx;
+    }
+}
+
+template <typename I>
+__global__ static void k_bn_bwd_dx(int B, int C, int HW, int S, float nf,
+                                   const float *__restrict__ x, const float *__restrict__ gamma,
+                                   const float *__restrict__ save,
+                                   const double *__restrict__ part, const float *dy, float *dx,
+                                   float *__restrict__ dgamma, float *__restrict__ dbeta,
+                                   int accumulate)
+{
+    __shared__ double sh[RED_THREADS];
+    const bn_block<I> blk = bn_slice<I>((I)B * (I)HW, S);
+    const int c = blk.c;
+    const float mean = save[c], is = save[C + c];
+    const float fdb = __double2float_rn(bn_total(part + (size_t)c * S, S, sh));
+    const float fdg = __double2float_rn(bn_total(part + (size_t)C * S + (size_t)c * S, S, sh));
     const float k = __fdiv_rn(__fmul_rn(gamma[c], is), nf);
-    for (I i = threadIdx.x; i < n; i += RED_THREADS) {
+    for (I i = blk.lo + threadIdx.x; i < blk.hi; i += RED_THREADS) {
         size_t at = BN_I(i, c);
         float xh = __fmul_rn(__fsub_rn(x[at], mean), is);
         float v = __fsub_rn(__fsub_rn(__fmul_rn(nf, dy[at]), fdb), __fmul_rn(xh, fdg));
         dx[at] = __fmul_rn(k, v);
     }
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && blockIdx.x % (unsigned)S == 0) {
         dbeta[c] = accumulate ? __fadd_rn(dbeta[c], fdb) : fdb;
         dgamma[c] = accumulate ? __fadd_rn(dgamma[c], fdg) : fdg;
     }
@@ -458,14 +567,23 @@ __global__ static void k_bn_running(int C, int N, double n, const double *__rest
     }
 }
 
+static cdp_cuda_scratch bn_part;
+
 void cdp_cuda_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
                            const float *beta, float eps, float *y, float *save, double *stats)
 {
     if (C <= 0)
         return;
     const int b = B < 0 ? 0 : B, hw = HW < 0 ? 0 : HW;
-    LAUNCH_I(k_bn_fwd_train, (size_t)b * (size_t)hw, C, RED_THREADS, b, C, hw, x, gamma, beta,
-             eps, y, save, stats);
+    const size_t n = (size_t)b * (size_t)hw;
+    const int S = bn_slices(n);
+    const unsigned grid = (unsigned)C * (unsigned)S;
+    double *part = (double *)cdp_cuda_scratch_get(&bn_part, 2 * (size_t)grid * sizeof(double),
+                                                  "cudaMalloc(BatchNorm partial sums)");
+    LAUNCH_I(k_bn_sum_part, n, grid, RED_THREADS, b, C, hw, S, x, part);
+    LAUNCH_I(k_bn_m2_part, n, grid, RED_THREADS, b, C, hw, S, x, part);
+    LAUNCH_I(k_bn_normalize, n, grid, RED_THREADS, b, C, hw, S, x, gamma, beta, eps, part, y,
+             save, stats);
 }
 
 void cdp_cuda_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
@@ -487,8 +605,14 @@ void cdp_cuda_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
         return;
     const float nf = (float)((double)B * (double)HW);
     const int b = B < 0 ? 0 : B, hw = HW < 0 ? 0 : HW;
-    LAUNCH_I(k_bn_bwd, (size_t)b * (size_t)hw, C, RED_THREADS, b, C, hw, nf, x, gamma, save, dy,
-             dx, dgamma, dbeta, accumulate);
+    const size_t n = (size_t)b * (size_t)hw;
+    const int S = bn_slices(n);
+    const unsigned grid = (unsigned)C * (unsigned)S;
+    double *part = (double *)cdp_cuda_scratch_get(&bn_part, 2 * (size_t)grid * sizeof(double),
+                                                  "cudaMalloc(BatchNorm partial sums)");
+    LAUNCH_I(k_bn_bwd_part, n, grid, RED_THREADS, b, C, hw, S, x, save, dy, part);
+    LAUNCH_I(k_bn_bwd_dx, n, grid, RED_THREADS, b, C, hw, S, nf, x, gamma, save, part, dy, dx,
+             dgamma, dbeta, accumulate);
 }
 
 void cdp_cuda_bn_running_update(int C, int N, double n, const double *stats, size_t stride,
