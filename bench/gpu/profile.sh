@@ -20,6 +20,9 @@
 # two cases at STEPS=3 did not finish within the phase's 240 s and printed
 # nothing.  Give the phase a call of its own (LIMIT_profile=540) or one case
 # (CASES=vit-b16:32:1); a run ncu does not finish is reported as such.
+# Before ncu, each case runs once with cdp_run --layer-times (every layer
+# between two syncs: the kinds' shares and the 15 largest layers; seconds,
+# not minutes); NCU_RUN=0 stops there (BACKEND=cpu: the same on the CPU).
 # Prints RESULT lines; exits 77 without ncu or a usable GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,24 +37,41 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-200}
 PYTHON=${PYTHON:-python3}
 NCU=${NCU:-$(command -v ncu 2>/dev/null || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)}
 [ -x "$CDP" ] || { echo "profile.sh: $CDP not found (build first)" >&2; exit 2; }
-[ -n "$NCU" ] && [ -x "$NCU" ] || { echo "SKIP: no ncu on PATH or under /opt/nvidia/nsight-compute"; exit 77; }
+if [ "${NCU_RUN:-1}" != 0 ] && { [ -z "$NCU" ] || [ ! -x "$NCU" ]; }; then
+    echo "SKIP: no ncu on PATH or under /opt/nvidia/nsight-compute"
+    exit 77
+fi
 tmp=$(mktemp -d /tmp/cdp_profile.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $("$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $([ -n "$NCU" ] && "$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
 rc=0
 for c in $CASES; do
     IFS=: read -r m s n <<<"$c"
     b=$((s / n))
-    args=(--backend cuda --model "$m" --data "synthetic:$SHAPE:n=$((s * (STEPS + 1))):test=$b"
+    args=(--backend "${BACKEND:-cuda}" --model "$m" --data "synthetic:$SHAPE:n=$((s * (STEPS + 1))):test=$b"
           --workers "$n" --batch "$b" --rule "$RULE" --steps "$STEPS" --log-every 1 --eval-every 0
-          --quiet --lr 0.05 --momentum 0.9 --weight-decay 5e-4)
+          --lr 0.05 --momentum 0.9 --weight-decay 5e-4)
     # the wall time of each step without ncu
-    timeout "$RUN_TIMEOUT" "$CDP" "${args[@]}" --metrics "$tmp/m.json" >"$tmp/plain.log" 2>&1 ||
+    timeout "$RUN_TIMEOUT" "$CDP" "${args[@]}" --quiet --metrics "$tmp/m.json" >"$tmp/plain.log" 2>&1 ||
         { echo "RESULT profile FAIL: $c without ncu: $(tail -2 "$tmp/plain.log" | tr '\n' ' ')"; rc=1; continue; }
     wall=$(grep '"log": "steps"' "$tmp/m.json" | tail -n +2 | grep -o '"time_s": [0-9.e+-]*' |
            awk '{s += $2; k++} END {if (k) printf "%.6f", s / k}')
+    # cdp's own per-layer times (--layer-times: each layer between two
+    # syncs), no ncu needed: the kinds' shares and the 15 largest rows
+    if timeout "$RUN_TIMEOUT" "$CDP" "${args[@]}" --layer-times --metrics "$tmp/lt.json" \
+        >"$tmp/lt.log" 2>&1; then
+        echo "== $c ($RULE, $STEPS steps): --layer-times"
+        sed -n '/^layer times/,$p' "$tmp/lt.log" | sed -n '2p'
+        sed -n '/^layer times/,$p' "$tmp/lt.log" | grep -E '^ +[0-9]+ ' |
+            awk '{print $NF, $0}' | sort -rn | head -15 | cut -d' ' -f2-
+        grep -E '^  (by kind|timed):' "$tmp/lt.log" | sed "s/^  /RESULT profile $c layer times, /"
+    else
+        echo "RESULT profile FAIL: $c --layer-times: $(tail -2 "$tmp/lt.log" | tr '\n' ' ')"
+        rc=1
+    fi
+    [ "${NCU_RUN:-1}" = 0 ] && continue
     timeout "$RUN_TIMEOUT" "$NCU" --metrics gpu__time_duration.sum --csv --page raw --clock-control none \
-        "$CDP" "${args[@]}" --metrics "$tmp/n.json" >"$tmp/ncu.log" 2>&1
+        "$CDP" "${args[@]}" --quiet --metrics "$tmp/n.json" >"$tmp/ncu.log" 2>&1
     st=$?
     if [ $st = 124 ]; then
         echo "RESULT profile TIMEOUT: $c under ncu took more than RUN_TIMEOUT=$RUN_TIMEOUT s"

@@ -94,6 +94,7 @@ typedef struct cdp_model {
     int ntensors;
     cdp_tensor_info *tensors;     /* the file's tensors, in file order */
     size_t conv_ws_max_ps;        /* (informational) */
+    struct cdp_layer_times *times; /* --layer-times: filled by the stage functions; NULL: off */
 } cdp_model;
 
 /* What the cut of blocks into stages balances. */

@@ -54,6 +54,7 @@ typedef struct cdp_options {
     int plan;                /* print the schedule and figures, do not train */
     int plan_steps;
     int verify;              /* also run the serial reference and compare */
+    int layer_times;         /* --layer-times: time every layer (include/cdp/layer_times.h) */
     int eval_every;          /* evaluate the test set every this many epochs (0: only at the end) */
     int quiet;
     int timeout;             /* watchdog: seconds a wait on another rank may see no progress (0: off) */

@@ -48,4 +48,12 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                         const char *framework, int ranks, int N, int L, int B,
                         double test_loss, double test_accuracy, double samples_per_s);
 
+struct cdp_layer_times;
+struct cdp_model;
+/* --layer-times, collective: every rank's rows added up on rank 0, which
+ * prints a table on text and "layer_times" lines on json (either NULL). */
+void cdp_report_layer_times(cdp_comm *c, const struct cdp_layer_times *t,
+                            const struct cdp_model *m, const cdp_figures *fig, FILE *text,
+                            FILE *json);
+
 #endif

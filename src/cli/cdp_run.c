@@ -26,6 +26,7 @@
 #include "cdp/options.h"
 #include "cdp/plan.h"
 #include "cdp/reference.h"
+#include "cdp/layer_times.h"
 #include "cdp/report.h"
 #include "cdp/schedule.h"
 #include "cdp/trace.h"
@@ -214,6 +215,7 @@ typedef struct run {
     int collapse_warned;          /* warn_collapse said it once */
     double log_stats[3], log_time;  /* --log-every: the window since the last line */
     int64_t log_steps;
+    cdp_layer_times lt;           /* --layer-times */
     char err[1024];
 } run;
 
@@ -434,6 +436,10 @@ static int phase_prepare(run *r)
     }
     memcpy(r->init_params, r->params, n * sizeof(float));
 
+    if (o->layer_times) {
+        FAIL_IF(cdp_layer_times_init(&r->lt, &r->model), "out of memory for --layer-times");
+        r->model.times = &r->lt;
+    }
     r->xc = (cdp_exec_config){
         .model = &r->model, .be = r->be, .comm = &comm, .N = r->N, .B = o->batch,
         .optim = opt,
@@ -980,6 +986,11 @@ static int phase_results(run *r)
             printf("test_accuracy %s step_time_s %.6f\n", acc_text,
                    r->fig.steps ? r->fig.train_time_s / (double)r->fig.steps : 0.0);
     }
+    if (o->layer_times) {
+        cdp_report_layer_times(&comm, &r->lt, &r->model, &r->fig, o->quiet ? NULL : stdout,
+                               r->metrics);
+        r->model.times = NULL;   /* not the serial reference's layers */
+    }
     FAIL_IF(o->verify && r->root && verify(r), r->err);
     return 0;
 }
@@ -995,6 +1006,7 @@ static void release(run *r)
     free(r->prev_params); free(r->optim_state);
     free(r->good[0]); free(r->good[1]); free(r->good[2]);
     if (r->have_model) cdp_model_free(&r->model);
+    cdp_layer_times_free(&r->lt);
 }
 
 int main(int argc, char **argv)

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdp/layer_times.h"
 #include "cdp/rng.h"
 #include "stage_internal.h"
 
@@ -144,10 +145,15 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, x, act, ws, B) : NULL;
         io.y = fwd_ptr(m, l, ly->out, x, act, ws, B);
         io.ws = conv_ws(m, ws, B);
+        double t0 = cdp_layer_times_begin(train ? m->times : NULL, be);
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
+        cdp_layer_times_end(train ? m->times : NULL, be, j, 0, t0);
     }
-    if (l == m->nstages - 1)
+    if (l == m->nstages - 1) {
+        double t0 = cdp_layer_times_begin(train ? m->times : NULL, be);
         be->xent(B, m->classes, fwd_ptr(m, l, P->out_tensor, x, act, ws, B), labels, stats);
+        cdp_layer_times_end(train ? m->times : NULL, be, CDP_LT_LOSS(m), 0, t0);
+    }
 }
 
 /* ------------------------------------------------------------ backward */
@@ -235,7 +241,9 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
                 cdp_layer_io io = { .be = r->be, .B = B };
                 io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
                 io.dx = GP(ro);
+                double t0 = cdp_layer_times_begin(m->times, r->be);
                 ops->bwd(ly, &io);
+                cdp_layer_times_end(m->times, r->be, j, 1, t0);
             }
             continue;
         }
@@ -291,8 +299,11 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             /* a layer without parameters whose input gradient nobody wants
              * (the stage's input with dx NULL) has nothing to do: its
              * kernels (avgpool, maxpool) take no NULL dx */
-            if (dxs[0] || dxs[1] || ops->params)
+            if (dxs[0] || dxs[1] || ops->params) {
+                double t0 = cdp_layer_times_begin(m->times, r->be);
                 ops->bwd(ly, &io);
+                cdp_layer_times_end(m->times, r->be, j, 1, t0);
+            }
             for (int q = 0; q < 2; q++)
                 if (use_tmp[q]) {
                     int ra = root(m, ins[q]);
@@ -394,11 +405,26 @@ void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int 
 
 /* ------------------------------------------------------------ update */
 
+static void update(const cdp_backend *be, const cdp_model *m, int l, int B,
+                   const float *theta_in, float *theta_out, float *g, float gscale,
+                   float *state, const cdp_optim_step *st, int zero_g, float *ws,
+                   const cdp_stage_plan *P);
+
 void cdp_stage_update(const cdp_backend *be, const cdp_model *m, int l, int B,
                       const float *theta_in, float *theta_out, float *g, float gscale,
                       float *state, const cdp_optim_step *st, int zero_g, float *ws)
 {
     const cdp_stage_plan *P = &m->plan[l];
+    double t0 = cdp_layer_times_begin(m->times, be);
+    update(be, m, l, B, theta_in, theta_out, g, gscale, state, st, zero_g, ws, P);
+    cdp_layer_times_end(m->times, be, CDP_LT_OPTIMIZER(m), 0, t0);
+}
+
+static void update(const cdp_backend *be, const cdp_model *m, int l, int B,
+                   const float *theta_in, float *theta_out, float *g, float gscale,
+                   float *state, const cdp_optim_step *st, int zero_g, float *ws,
+                   const cdp_stage_plan *P)
+{
     /* the workers' statistics, unpacked (out of g, which theta_out may be) */
     const double *stats = (const double *)ws;
     if (P->slot_doubles)

@@ -125,6 +125,9 @@ void cdp_options_help(FILE *f)
 "  --plan                 print the timeline, memory and traffic figures; do not train\n"
 "  --plan-steps K         steps the --plan timeline shows         [2]\n"
 "  --verify               also run the serial reference and report the largest difference\n"
+"  --layer-times          time each layer's forward and backward, the loss and the\n"
+"                         optimizer between backend syncs: a table at the end and\n"
+"                         \"layer_times\" lines in --metrics; the same bits, a slower step\n"
 "  --eval-every E         test-set evaluation every E epochs and at the end;\n"
 "                         0: never                               [1]\n"
 "  --quiet                only errors and the final summary\n"
@@ -379,8 +382,8 @@ enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_CKPT_EVERY_STEPS, O_KEEP_CKPT,
-    O_RESUME, O_BACKEND, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_EVAL_EVERY, O_QUIET,
-    O_TIMEOUT, O_AUGMENT, O_NORMALIZE, O_LOG_EVERY,
+    O_RESUME, O_BACKEND, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_LAYER_TIMES,
+    O_EVAL_EVERY, O_QUIET, O_TIMEOUT, O_AUGMENT, O_NORMALIZE, O_LOG_EVERY,
     O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
 
@@ -435,6 +438,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "plan", no_argument, 0, O_PLAN },
         { "plan-steps", required_argument, 0, O_PLAN_STEPS },
         { "verify", no_argument, 0, O_VERIFY },
+        { "layer-times", no_argument, 0, O_LAYER_TIMES },
         { "eval-every", required_argument, 0, O_EVAL_EVERY },
         { "quiet", no_argument, 0, O_QUIET },
         { "timeout", required_argument, 0, O_TIMEOUT },
@@ -545,6 +549,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_PLAN: o->plan = 1; break;
         case O_PLAN_STEPS: if (parse_int(opt, optarg, 1, 64, &iv, err, errlen)) return -1; o->plan_steps = (int)iv; break;
         case O_VERIFY: o->verify = 1; break;
+        case O_LAYER_TIMES: o->layer_times = 1; break;
         case O_EVAL_EVERY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->eval_every = (int)iv; break;
         case O_QUIET: o->quiet = 1; break;
         case O_TIMEOUT: if (parse_int(opt, optarg, 0, 1000000, &iv, err, errlen)) return -1; o->timeout = (int)iv; break;
@@ -772,5 +777,6 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, &o->timeout, sizeof o->timeout);   /* turning it on is collective */
     h = hash_bytes(h, &o->plan, sizeof o->plan);
     h = hash_bytes(h, &o->verify, sizeof o->verify);
+    h = hash_bytes(h, &o->layer_times, sizeof o->layer_times);   /* its reduction is collective */
     return h;
 }
