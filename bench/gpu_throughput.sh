@@ -24,17 +24,8 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 tmp=$(mktemp -d /tmp/cdp_gpu.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-if ! "$CDP" --backend cuda --data synthetic --model mlp:8-4-10 --steps 1 --eval-every 0 --quiet \
-        >"$tmp/probe.log" 2>&1; then
-    # skipped only where there is no CUDA to measure; a CUDA run that breaks fails
-    if grep -qE 'has no CUDA backend|no CUDA device found' "$tmp/probe.log"; then
-        echo "SKIP: $(grep error "$tmp/probe.log")"
-        exit 77
-    fi
-    echo "FAIL: a 1-step --backend cuda run failed, and not for want of CUDA:"
-    sed 's/^/  /' "$tmp/probe.log"
-    exit 1
-fi
+. "$(dirname "$0")/../tests/cuda_probe.sh"
+cuda_probe "$CDP"   # exits 77 where there is no CUDA to measure
 "$NVCC" -O2 "$here/cublas_limit.cu" -o "$tmp/cublas_limit" -lcublas >"$tmp/nvcc.log" 2>&1 \
     || { echo "cublas_limit.cu does not build:"; cat "$tmp/nvcc.log"; exit 1; }
 

@@ -43,12 +43,12 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 from torch_model_reference import build_model  # noqa: E402
 from openblas_ctl import corename, set_blas_threads  # noqa: E402  (bench/: this file's folder)
+from torch_step import train_step  # noqa: E402
 
 
 def parse_config(text):
@@ -76,16 +76,7 @@ class Trainer:
             raise SystemExit(f"torch_resnet.py: batch {a.batch} not divisible by {cfg['micro']}")
 
     def step(self):
-        self.opt.zero_grad(set_to_none=True)
-        n = self.cfg["micro"]
-        if n == 1:
-            F.cross_entropy(self.model(self.x), self.y).backward()
-        else:
-            mb = self.x.shape[0] // n
-            for i in range(n):
-                sl = slice(i * mb, (i + 1) * mb)
-                (F.cross_entropy(self.model(self.x[sl]), self.y[sl]) / n).backward()
-        self.opt.step()
+        train_step(self.model, self.opt, self.x, self.y, self.cfg["micro"])
 
 
 def main():

@@ -5,16 +5,8 @@
 . "$(dirname "$0")/lib.sh"
 M=mlp:784-256-128-10
 common="--data synthetic --model $M --workers 4 --batch 16 --steps 20 --no-shuffle --quiet --eval-every 0 --lr 0.05 --momentum 0.9 --weight-decay 5e-4"
-# skipped only where there is no CUDA to test; a CUDA run that breaks fails
-if ! out=$(run 1 $common --backend cuda --steps 1 2>&1); then
-    if echo "$out" | grep -qE 'has no CUDA backend|no CUDA device found'; then
-        echo "SKIP: $(echo "$out" | grep error)"
-        exit 77
-    fi
-    echo "$out" | tail -5
-    fail "a 1-step --backend cuda run failed, and not for want of CUDA"
-    finish
-fi
+. "$(dirname "$0")/cuda_probe.sh"
+cuda_probe "$CDP"   # skipped (77) only where there is no CUDA to test
 for rule in dp cdp-v1 cdp-v2; do
     run 1 $common --rule $rule --backend cpu --save-weights "$TMP/cpu.st" >/dev/null || fail "cpu $rule"
     run 1 $common --rule $rule --backend cuda --save-weights "$TMP/gpu.st" >/dev/null || fail "cuda $rule"

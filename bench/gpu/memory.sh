@@ -41,17 +41,8 @@ tmp=$(mktemp -d /tmp/cdp_mem.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 res=$tmp/res.txt
 : >"$res"
-if ! "$CDP" --backend "$BACKEND" --data synthetic --model mlp:8-4-10 --steps 1 --eval-every 0 --quiet \
-        >"$tmp/probe.log" 2>&1; then
-    # skipped only where there is no CUDA to measure; a CUDA run that breaks fails
-    if grep -qE 'has no CUDA backend|no CUDA device found' "$tmp/probe.log"; then
-        echo "SKIP: $(grep error "$tmp/probe.log")"
-        exit 77
-    fi
-    echo "FAIL: a 1-step --backend $BACKEND run failed, and not for want of CUDA:"
-    sed 's/^/  /' "$tmp/probe.log"
-    exit 1
-fi
+. "$(dirname "$0")/../../tests/cuda_probe.sh"
+cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "# $("$CDP" --version 2>&1 | head -1); N=$N, L=$L, $SHAPE, $STEPS steps, balance $BALANCE"
 

@@ -55,15 +55,8 @@ cmp_st() {
     fi
 }
 
-if ! out=$(run 1 --data synthetic --model mlp:8-4-10 --steps 1 --eval-every 0 --quiet --backend cuda 2>&1); then
-    if echo "$out" | grep -qE 'has no CUDA backend|no CUDA device found'; then
-        echo "SKIP: $(echo "$out" | grep error)"
-        exit 77
-    fi
-    echo "$out" | tail -5
-    echo "RESULT parity FAIL: a 1-step --backend cuda run failed, and not for want of CUDA"
-    exit 1
-fi
+. "$here/../../tests/cuda_probe.sh"
+cuda_probe "$CDP" cuda "RESULT parity "   # exits 77 where there is no CUDA
 
 # rel A B [norm:]: st_compare's max|a-b|/max|b| (or, with norm:, its
 # ||a-b||/||b||) of two weight files of model $m

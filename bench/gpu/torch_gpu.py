@@ -48,10 +48,11 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from torch_step import train_step  # noqa: E402  (bench/)
 
 
 def setup(a):
@@ -102,16 +103,7 @@ class Trainer:
         self.micro = micro
 
     def step(self):
-        self.opt.zero_grad(set_to_none=True)
-        n = self.micro
-        if n == 1:
-            F.cross_entropy(self.model(self.x), self.y).backward()
-        else:
-            mb = self.x.shape[0] // n
-            for i in range(n):
-                sl = slice(i * mb, (i + 1) * mb)
-                (F.cross_entropy(self.model(self.x[sl]), self.y[sl]) / n).backward()
-        self.opt.step()
+        train_step(self.model, self.opt, self.x, self.y, self.micro)
 
 
 def parse_config(text):
