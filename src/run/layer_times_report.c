@@ -13,10 +13,18 @@ static double per_call_ms(double s, double n)
     return n > 0 ? 1e3 * s / n : 0.0;
 }
 
+#define NAME_W 46   /* "encoder.layers.encoder_layer_11.self_attention" */
+
 static void row_text(FILE *f, const char *index, const char *name, const char *kind,
                      const char *out, const double *s, const double *n, double total)
 {
-    fprintf(f, "  %5s  %-28.28s %-12s %-13s %9.3f %9.3f %6.1f%%\n", index, name, kind, out,
+    char shown[NAME_W + 1];
+    size_t len = strlen(name);
+    if (len > NAME_W)   /* the end of a path tells layers apart */
+        snprintf(shown, sizeof shown, "...%s", name + len - (NAME_W - 3));
+    else
+        snprintf(shown, sizeof shown, "%s", name);
+    fprintf(f, "  %5s  %-46s %-13s %-13s %9.3f %9.3f %6.1f%%\n", index, shown, kind, out,
             per_call_ms(s[0], n[0]), per_call_ms(s[1], n[1]),
             total > 0 ? 100 * (s[0] + s[1]) / total : 0.0);
 }
@@ -72,7 +80,7 @@ void cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_mod
         fprintf(text, "layer times (--layer-times): ms per call (one micro-batch; the loss and"
                 " the optimizer, one stage's update, under forward); share of the time of all"
                 " rows, added over the %d rank%s\n"
-                "  %5s  %-28s %-12s %-13s %9s %9s %7s\n", c->size, c->size == 1 ? "" : "s",
+                "  %5s  %-46s %-13s %-13s %9s %9s %7s\n", c->size, c->size == 1 ? "" : "s",
                 "layer", "name", "kind", "output", "forward", "backward", "share");
         char idx[16], out[48];
         for (int j = 0; j < m->nlayers; j++) {
