@@ -196,7 +196,7 @@ class CifarResNet(nn.Module):
 CIFAR_DEPTH = {"resnet20": 3, "resnet32": 5, "resnet56": 9, "resnet110": 18}
 TV_NAMES = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 RESNETS = (list(CIFAR_DEPTH) + [n + "-cifar" for n in TV_NAMES] + list(TV_NAMES))
-# cdp's presets (src/models/vit.c): patch, dim, depth, heads, mlp
+# the ViT presets (src/models/vit.c's) and vit:... come from cdp_files
 MODELS = RESNETS + list(VIT_PRESETS) + [VIT_FORMAT]
 
 
