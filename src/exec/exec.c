@@ -135,6 +135,8 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
             /* outside the training loop: the ranks of each stage */
             MPI_Comm_split(x->comm->comm, my_stage < 0 ? MPI_UNDEFINED : my_stage,
                            x->comm->rank, &x->stage_comm);
+            if (x->stage_comm != MPI_COMM_NULL)
+                MPI_Comm_size(x->stage_comm, &x->stage_comm_size);
         }
     }
     x->acc_in_place = cdp_model_accumulate_exact(be, x->m, x->B);

@@ -34,6 +34,7 @@ struct cdp_exec {
     unsigned char *holds;       /* [L] */
     int holds_all;
     MPI_Comm stage_comm;        /* model-parallel dp: the ranks of this rank's stage */
+    int stage_comm_size;        /* its ranks (0: none) */
 
     cdp_actmem state, mem;
     float *param[2][CDP_MAX_LAYERS], *mom[CDP_MAX_LAYERS], *full[CDP_MAX_LAYERS];

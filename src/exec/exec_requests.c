@@ -182,9 +182,7 @@ void cdp_req_collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int r
      * broadcast a no-op, so neither MPI nor the host staging runs (on a
      * GPU without CUDA-aware MPI the staging copied the whole gradient to
      * the host and back every step of a 1-rank dp run). */
-    int size;
-    MPI_Comm_size(kind == COLL_ALLREDUCE_STAGE ? x->stage_comm : x->comm->comm, &size);
-    if (size == 1)
+    if ((kind == COLL_ALLREDUCE_STAGE ? x->stage_comm_size : x->comm->size) == 1)
         return;
     float *h = buf;
     const size_t bytes = n * sizeof(float);

@@ -126,6 +126,7 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
 {
     const cdp_stage_plan *P = &m->plan[l];
     double *st = stats_base(m, l, act, B);
+    cdp_layer_times *lt = train ? m->times : NULL;   /* evaluation is not timed */
     for (int j = P->first_layer; j < P->end_layer; j++) {
         const cdp_layer *ly = &m->layers[j];
         if (ly->kind == CDP_LAYER_FLATTEN)
@@ -145,14 +146,14 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, x, act, ws, B) : NULL;
         io.y = fwd_ptr(m, l, ly->out, x, act, ws, B);
         io.ws = conv_ws(m, ws, B);
-        double t0 = cdp_layer_times_begin(train ? m->times : NULL, be);
+        double t0 = cdp_layer_times_begin(lt, be);
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
-        cdp_layer_times_end(train ? m->times : NULL, be, j, 0, t0);
+        cdp_layer_times_end(lt, be, j, 0, t0);
     }
     if (l == m->nstages - 1) {
-        double t0 = cdp_layer_times_begin(train ? m->times : NULL, be);
+        double t0 = cdp_layer_times_begin(lt, be);
         be->xent(B, m->classes, fwd_ptr(m, l, P->out_tensor, x, act, ws, B), labels, stats);
-        cdp_layer_times_end(train ? m->times : NULL, be, CDP_LT_LOSS(m), 0, t0);
+        cdp_layer_times_end(lt, be, CDP_LT_LOSS(m), 0, t0);
     }
 }
 
