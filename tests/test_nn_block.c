@@ -41,9 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cdp/backend.h"
+#include "cdp/clock.h"
 #include "cdp/model.h"
 #include "cdp/rng.h"
 #include "check_util.h"
@@ -65,13 +65,6 @@
 static double unit(uint64_t stream, uint64_t i)
 {
     return (double)cdp_rand_unit(2024, stream, i);
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* k distinct indices of [0, n) (all of them when k >= n), sorted */
@@ -764,7 +757,7 @@ static void check_slot(const block_case *c, const cdp_backend *be, const cdp_mod
 
 static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
 {
-    const double t0 = now();
+    const double t0 = cdp_now_s();
     const cdp_backend *be = cdp_backend_cpu(1);
     const cdp_model m = *mp;
     const int l = c->stage < 0 ? m.nstages - 1 : c->stage;
@@ -988,7 +981,7 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
         REQUIRE(fabs(fd - dot) <= 1e-4 * l1, "%s stage %d dx: directional derivative "
                 "%.9g vs %.9g (L1 %.3g)", c->spec, l, dot, fd, l1);
     }
-    const double t_fd = now();
+    const double t_fd = cdp_now_s();
 
     /* ---- worker 1: alone, then accumulated onto worker 0's gradient */
     cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1);
@@ -1085,7 +1078,7 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
            "worst |err|/max %.2g, worst err/tol %.2g; min |pre-act| %.2g; %.2f s (FD %.2f s)\n",
            c->spec, l, role_name[c->role], m.layers[SP->first_layer].name, SP->train_n, checked,
            c->inputs < (int)nx ? c->inputs : (int)nx, nx, worst_glob, worst_el, r.minpre,
-           now() - t0, t_fd - t0);
+           cdp_now_s() - t0, t_fd - t0);
     fflush(stdout);
 
     for (int h = 0; h < 2; h++) {

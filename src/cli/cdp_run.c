@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <mpi.h>
 #include "config.h"
 #include "cdp/backend.h"
 #include "cdp/checkpoint.h"
+#include "cdp/clock.h"
 #include "cdp/ckpt.h"
 #include "cdp/comm.h"
 #include "cdp/data.h"
@@ -85,13 +85,6 @@ static int any_failed(int failed, const char *msg)
 #define FAIL_IF(cond, msg) do { if (any_failed((cond), (msg))) return 1; } while (0)
 /* A phase's "the run is complete" (--help, --version, --plan): status 0. */
 #define RUN_DONE (-1)
-
-static double wall(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* The image shape of a --data value, before it is loaded. */
 static cdp_shape data_kind_shape(const char *spec)
@@ -607,7 +600,7 @@ static void progress(run *r, int64_t k_end, const double ep_stats[3], double ep_
     /* mpirun hands its ranks a pseudo-terminal whether or not its own output
      * is one (a log file, a pipe): under it, plain lines */
     const int tty = isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE");
-    const double now = wall();
+    const double now = cdp_now_s();
     if (!tty && now - r->last_progress < 30.0)
         return;
     r->last_progress = now;
@@ -788,9 +781,9 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
             }
             r->sched_K = K;
         }
-        double t0 = wall();
+        double t0 = cdp_now_s();
         cdp_exec_run(r->x, &r->sched, r->k);
-        double dt = wall() - t0, dtmax;
+        double dt = cdp_now_s() - t0, dtmax;
         cdp_comm_allreduce_watched(&comm, &dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX,
                                    "the end of the segment", k1 - 1);
         cdp_figures_add_segment(&r->fig, &comm, r->x, K, dtmax);
@@ -826,7 +819,7 @@ static int train_epoch(run *r, int64_t k_end, int64_t chunk, double ep_stats[3],
  * not finite (no checkpoint written then). */
 static int phase_train(run *r)
 {
-    r->last_progress = wall();   /* plain progress lines: the first after 30 s */
+    r->last_progress = cdp_now_s();   /* plain progress lines: the first after 30 s */
     cdp_comm_set_timeout(&comm, r->o.timeout);   /* the watchdog, over the training segments */
     const cdp_options *o = &r->o;
     int eval_failed = 0, eval_bad = 0, diverged;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+#include "cdp/clock.h"
 #include "cdp/comm.h"
 
 int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
@@ -57,13 +58,6 @@ struct cdp_watchdog {
     int *their_peer;                   /* [P]: whom an answering rank waits on */
     int seq;                           /* the current question's number */
 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* One small message to rank `to`; dropped when the previous one to `to` is
  * still in flight (a stalled receiver: it would not read it anyway). */
@@ -207,7 +201,7 @@ void cdp_comm_finalize(cdp_comm *c)
  * asked alive, then stop. */
 static void wait_watched(cdp_comm *c, MPI_Request *r)
 {
-    const double t0 = now_s();
+    const double t0 = cdp_now_s();
     double deadline = t0 + c->timeout;
     int asked = 0;
     for (int spins = 0;; spins++) {
@@ -219,7 +213,7 @@ static void wait_watched(cdp_comm *c, MPI_Request *r)
             struct timespec ts = { 0, 20000 };
             nanosleep(&ts, NULL);
         }
-        const double t = now_s();
+        const double t = cdp_now_s();
         if (asked == 1 && wd_silent(c) < 0) {   /* alive: give it the time once more */
             asked = 2;
             deadline = t + c->timeout;

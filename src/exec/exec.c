@@ -34,15 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cdp/clock.h"
 #include "cdp/grow.h"
 #include "exec_internal.h"
 
 
 static double now_s(const cdp_exec *x)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - x->t_origin.tv_sec) + 1e-9 * (double)(t.tv_nsec - x->t_origin.tv_nsec);
+    return cdp_now_s() - x->t_origin;
 }
 
 static size_t stage_bytes(const cdp_exec *x, int l)
@@ -69,7 +68,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->L = x->m->nstages;
     x->mpi_direct = cdp_backend_mpi_device_ok(x->be);
     x->stage_comm = MPI_COMM_NULL;
-    clock_gettime(CLOCK_MONOTONIC, &x->t_origin);
+    x->t_origin = cdp_now_s();
     if (cdp_batcher_init(&x->batch, cfg->train, x->N, x->B, cfg->seed, cfg->shuffle)) {
         snprintf(err, errlen, "the training set has %lld samples, fewer than one step of "
                  "%d workers x %d samples", (long long)cfg->train->n, x->N, x->B);

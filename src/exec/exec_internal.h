@@ -3,7 +3,6 @@
 #ifndef CDP_EXEC_INTERNAL_H
 #define CDP_EXEC_INTERNAL_H
 
-#include <time.h>
 #include "cdp/actmem.h"
 #include "cdp/batch.h"
 #include "cdp/exec.h"
@@ -85,7 +84,7 @@ struct cdp_exec {
 
     cdp_trace_event *ev;
     size_t nev, capev;
-    struct timespec t_origin;
+    double t_origin;   /* cdp_now_s() at init: the trace's zero */
 };
 
 /* ---- exec_requests.c: every MPI request the executor posts is tracked, so

@@ -1,7 +1,7 @@
 /* --layer-times: the rows of include/cdp/layer_times.h, filled by the
  * stage functions (stage.c). */
 #include <stdlib.h>
-#include <time.h>
+#include "cdp/clock.h"
 #include "cdp/layer_times.h"
 #include "cdp/model.h"
 
@@ -25,19 +25,12 @@ void cdp_layer_times_free(cdp_layer_times *t)
     t->rows = 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 double cdp_layer_times_begin(const cdp_layer_times *t, const cdp_backend *be)
 {
     if (!t)
         return 0.0;
     be->sync();   /* what was queued before is not this layer's */
-    return now_s();
+    return cdp_now_s();
 }
 
 void cdp_layer_times_end(cdp_layer_times *t, const cdp_backend *be, int row, int bwd, double t0)
@@ -45,6 +38,6 @@ void cdp_layer_times_end(cdp_layer_times *t, const cdp_backend *be, int row, int
     if (!t)
         return;
     be->sync();
-    t->s[2 * row + bwd] += now_s() - t0;
+    t->s[2 * row + bwd] += cdp_now_s() - t0;
     t->n[2 * row + bwd] += 1.0;
 }
