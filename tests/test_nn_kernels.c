@@ -239,6 +239,126 @@ static void conv_out_free(struct conv_out *o)
     free(o->y); free(o->dx); free(o->dw); free(o->db);
 }
 
+/* random inputs of one shape, each from its own stream after seed */
+struct conv_in {
+    float *x, *w, *b, *dy;
+};
+
+static struct conv_in conv_in_make(const cdp_conv_shape *s, uint64_t seed)
+{
+    struct conv_in in = {fbuf(nx_of(s)), fbuf(nw_of(s)), fbuf((size_t)s->Cout), fbuf(ny_of(s))};
+    fill(in.x, nx_of(s), seed, -1, 1);
+    fill(in.w, nw_of(s), seed + 1, -0.5f, 0.5f);
+    fill(in.b, (size_t)s->Cout, seed + 2, -1, 1);
+    fill(in.dy, ny_of(s), seed + 3, -1, 1);
+    return in;
+}
+
+static void conv_in_free(struct conv_in *in)
+{
+    free(in->x); free(in->w); free(in->b); free(in->dy);
+}
+
+/* o (the float kernels on in) against the double reference, to 1e-5 */
+static void check_conv_reference(const char *what, const cdp_conv_shape *s,
+                                 const struct conv_in *in, int bias, const struct conv_out *o)
+{
+    size_t nx = nx_of(s), ny = ny_of(s), nw = nw_of(s);
+    double *xd = to_d(in->x, nx), *wd = to_d(in->w, nw), *bd = to_d(in->b, s->Cout);
+    double *dyd = to_d(in->dy, ny), *y = dbuf(ny), *dx = dbuf(nx), *dw = dbuf(nw);
+    double *db = dbuf(s->Cout);
+    conv_ref_fwd(s, xd, wd, bias ? bd : NULL, y);
+    conv_ref_bwd(s, xd, wd, dyd, dx, dw, db);
+    char m[128];
+    snprintf(m, sizeof m, "%s y", what);
+    check_close(m, o->y, y, ny, 1e-5);
+    snprintf(m, sizeof m, "%s dx", what);
+    check_close(m, o->dx, dx, nx, 1e-5);
+    snprintf(m, sizeof m, "%s dw", what);
+    check_close(m, o->dw, dw, nw, 1e-5);
+    if (bias) {
+        snprintf(m, sizeof m, "%s db", what);
+        check_close(m, o->db, db, s->Cout, 1e-5);
+    }
+    free(xd); free(wd); free(bd); free(dyd); free(y); free(dx); free(dw); free(db);
+}
+
+static void check_same_out(const char *what, const cdp_conv_shape *s, const struct conv_out *a,
+                           const struct conv_out *b, int bias)
+{
+    char m[96];
+    snprintf(m, sizeof m, "%s y", what);
+    check_same(m, a->y, b->y, ny_of(s) * sizeof(float));
+    snprintf(m, sizeof m, "%s dx", what);
+    check_same(m, a->dx, b->dx, nx_of(s) * sizeof(float));
+    snprintf(m, sizeof m, "%s dw", what);
+    check_same(m, a->dw, b->dw, nw_of(s) * sizeof(float));
+    if (bias) {
+        snprintf(m, sizeof m, "%s db", what);
+        check_same(m, a->db, b->db, s->Cout * sizeof(float));
+    }
+}
+
+/* the same bits with 1, 2, 3 threads at one split; *path = on (after the
+ * backend is made, which reads the environment) picks the kernels, path NULL
+ * keeps the default policy */
+static void check_threads_bitwise(const cdp_conv_shape *s, int bias, uint64_t seed,
+                                  const char *split, int *path, int on, const char *what)
+{
+    struct conv_in in = conv_in_make(s, seed);
+    static const int thr[3] = {1, 2, 3};
+    struct conv_out o[3];
+    for (int r = 0; r < 3; r++) {
+        const cdp_backend *be = cpu_split(thr[r], split);
+        if (path)
+            *path = on;
+        conv_run(be, s, in.x, in.w, bias ? in.b : NULL, in.dy, &o[r]);
+    }
+    for (int r = 1; r < 3; r++)
+        check_same_out(what, s, &o[0], &o[r], bias);
+    for (int r = 0; r < 3; r++)
+        conv_out_free(&o[r]);
+    conv_in_free(&in);
+}
+
+/* dx NULL leaves dw and db as they are with dx; accumulate adds exactly the
+ * result computed alone (then add()); path names the kernels in messages */
+static void check_accumulate_dx_null(const cdp_backend *be, const cdp_conv_shape *sp,
+                                     uint64_t seed, int acc_with_dx, const char *path)
+{
+    const cdp_conv_shape s = *sp;
+    size_t nx = nx_of(&s), nw = nw_of(&s);
+    struct conv_in in = conv_in_make(&s, seed);
+    float *dx = fbuf(nx), *gw = fbuf(nw), *gb = fbuf(s.Cout);
+    float *nw_ = fbuf(nw), *nb = fbuf(s.Cout);
+    float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
+    size_t nws = be->conv2d_ws_floats(&s);
+    float *ws = fbuf(nws + 1);
+    char what[64];
+    fill(ws, nws, 97, -1e30f, 1e30f);
+    be->conv2d_bwd(&s, in.x, in.w, in.dy, dx, gw, gb, 0, ws);
+    fill(ws, nws, 96, -1e30f, 1e30f);
+    be->conv2d_bwd(&s, in.x, in.w, in.dy, NULL, nw_, nb, 0, ws);
+    snprintf(what, sizeof what, "%s dx NULL dw", path);
+    check_same(what, gw, nw_, nw * sizeof *gw);
+    snprintf(what, sizeof what, "%s dx NULL db", path);
+    check_same(what, gb, nb, s.Cout * sizeof *gb);
+    fill(sw, nw, 53, -3, 3);
+    fill(sb, s.Cout, 54, -3, 3);
+    memcpy(aw, sw, nw * sizeof *aw);
+    memcpy(ab, sb, s.Cout * sizeof *ab);
+    be->add(nw, sw, gw);
+    be->add(s.Cout, sb, gb);
+    be->conv2d_bwd(&s, in.x, in.w, in.dy, acc_with_dx ? dx : NULL, aw, ab, 1, ws);
+    snprintf(what, sizeof what, "%s accumulate dw", path);
+    check_same(what, sw, aw, nw * sizeof *sw);
+    snprintf(what, sizeof what, "%s accumulate db", path);
+    check_same(what, sb, ab, s.Cout * sizeof *sb);
+    conv_in_free(&in);
+    free(dx); free(gw); free(gb); free(nw_); free(nb); free(sw); free(sb);
+    free(aw); free(ab); free(ws);
+}
+
 /* ------------------------------------------------------------ conv tests */
 
 START_TEST(conv_fd_reference)
@@ -280,36 +400,14 @@ START_TEST(conv_vs_reference)
             const cdp_backend *be = cpu_split(2, splits[sp]);
             cdp_conv_shape s = conv_shape((int)i);
             int bias = conv_shapes[i][9];
-            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
-            float *x = fbuf(nx), *w = fbuf(nw), *b = fbuf(s.Cout), *dy = fbuf(ny);
-            fill(x, nx, 10 + i, -1, 1);
-            fill(w, nw, 20 + i, -0.5f, 0.5f);
-            fill(b, s.Cout, 30 + i, -1, 1);
-            fill(dy, ny, 40 + i, -1, 1);
+            struct conv_in in = conv_in_make(&s, 10 + 10 * i);
             struct conv_out o;
-            conv_run(be, &s, x, w, bias ? b : NULL, dy, &o);
-            double *xd = to_d(x, nx), *wd = to_d(w, nw), *bd = to_d(b, s.Cout);
-            double *dyd = to_d(dy, ny), *y = dbuf(ny), *dx = dbuf(nx), *dw = dbuf(nw);
-            double *db = dbuf(s.Cout);
-            conv_ref_fwd(&s, xd, wd, bias ? bd : NULL, y);
-            conv_ref_bwd(&s, xd, wd, dyd, dx, dw, db);
+            conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &o);
             char what[96];
-            snprintf(what, sizeof what, "conv shape %zu split %s y", i, splits[sp] ? splits[sp] : "-");
-            check_close(what, o.y, y, ny, 1e-5);
-            what[strlen(what) - 1] = 0;
-            strcat(what, "dx");
-            check_close(what, o.dx, dx, nx, 1e-5);
-            what[strlen(what) - 2] = 0;
-            strcat(what, "dw");
-            check_close(what, o.dw, dw, nw, 1e-5);
-            if (bias) {
-                what[strlen(what) - 2] = 0;
-                strcat(what, "db");
-                check_close(what, o.db, db, s.Cout, 1e-5);
-            }
+            snprintf(what, sizeof what, "conv shape %zu split %s", i, splits[sp] ? splits[sp] : "-");
+            check_conv_reference(what, &s, &in, bias, &o);
             conv_out_free(&o);
-            free(x); free(w); free(b); free(dy); free(xd); free(wd); free(bd); free(dyd);
-            free(y); free(dx); free(dw); free(db);
+            conv_in_free(&in);
         }
 }
 END_TEST
@@ -318,28 +416,8 @@ START_TEST(conv_accumulate)
 {
     for (int t = 1; t <= 2; t++)
         for (size_t i = 0; i < NCONV; i++) {
-            const cdp_backend *be = cpu_split(t, NULL);
             cdp_conv_shape s = conv_shape((int)i);
-            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
-            float *x = fbuf(nx), *w = fbuf(nw), *dy = fbuf(ny), *dx = fbuf(nx);
-            float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
-            float *gw = fbuf(nw), *gb = fbuf(s.Cout);
-            float *ws = fbuf(be->conv2d_ws_floats(&s) + 1);
-            fill(x, nx, 50, -1, 1);
-            fill(w, nw, 51, -0.5f, 0.5f);
-            fill(dy, ny, 52, -1, 1);
-            fill(sw, nw, 53, -3, 3);
-            fill(sb, s.Cout, 54, -3, 3);
-            memcpy(aw, sw, nw * sizeof *aw);
-            memcpy(ab, sb, s.Cout * sizeof *ab);
-            be->conv2d_bwd(&s, x, w, dy, dx, gw, gb, 0, ws);
-            be->add(nw, sw, gw);
-            be->add(s.Cout, sb, gb);
-            be->conv2d_bwd(&s, x, w, dy, NULL, aw, ab, 1, ws);
-            check_same("conv accumulate dw", sw, aw, nw * sizeof *sw);
-            check_same("conv accumulate db", sb, ab, s.Cout * sizeof *sb);
-            free(x); free(w); free(dy); free(dx); free(sw); free(sb); free(aw); free(ab);
-            free(gw); free(gb); free(ws);
+            check_accumulate_dx_null(cpu_split(t, NULL), &s, 50 + 10 * i, i % 2 == 0, "conv");
         }
 }
 END_TEST
@@ -350,27 +428,8 @@ START_TEST(conv_threads)
     for (size_t sp = 0; sp < 2; sp++)
         for (size_t i = 0; i < NCONV; i++) {
             cdp_conv_shape s = conv_shape((int)i);
-            int bias = conv_shapes[i][9];
-            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
-            float *x = fbuf(nx), *w = fbuf(nw), *b = fbuf(s.Cout), *dy = fbuf(ny);
-            fill(x, nx, 60 + i, -1, 1);
-            fill(w, nw, 61 + i, -0.5f, 0.5f);
-            fill(b, s.Cout, 62 + i, -1, 1);
-            fill(dy, ny, 63 + i, -1, 1);
-            static const int thr[4] = {1, 2, 2, 3};
-            struct conv_out o[4];
-            for (int r = 0; r < 4; r++)
-                conv_run(cpu_split(thr[r], splits[sp]), &s, x, w, bias ? b : NULL, dy, &o[r]);
-            for (int r = 1; r < 4; r++) {
-                check_same("conv y threads", o[0].y, o[r].y, ny * sizeof(float));
-                check_same("conv dx threads", o[0].dx, o[r].dx, nx * sizeof(float));
-                check_same("conv dw threads", o[0].dw, o[r].dw, nw * sizeof(float));
-                if (bias)
-                    check_same("conv db threads", o[0].db, o[r].db, s.Cout * sizeof(float));
-            }
-            for (int r = 0; r < 4; r++)
-                conv_out_free(&o[r]);
-            free(x); free(w); free(b); free(dy);
+            check_threads_bitwise(&s, conv_shapes[i][9], 60 + 10 * i, splits[sp], NULL, 0,
+                                  "conv threads");
         }
 }
 END_TEST
@@ -404,26 +463,6 @@ static cdp_conv_shape direct_shape(int i)
     return s;
 }
 
-struct direct_in {
-    float *x, *w, *b, *dy;
-};
-
-static struct direct_in direct_in_make(const cdp_conv_shape *s, uint64_t seed)
-{
-    struct direct_in in = {fbuf(nx_of(s)), fbuf(nw_of(s)), fbuf((size_t)s->Cout),
-                           fbuf(ny_of(s))};
-    fill(in.x, nx_of(s), seed, -1, 1);
-    fill(in.w, nw_of(s), seed + 1, -0.5f, 0.5f);
-    fill(in.b, (size_t)s->Cout, seed + 2, -1, 1);
-    fill(in.dy, ny_of(s), seed + 3, -1, 1);
-    return in;
-}
-
-static void direct_in_free(struct direct_in *in)
-{
-    free(in->x); free(in->w); free(in->b); free(in->dy);
-}
-
 START_TEST(conv_direct_vs_reference)
 {
     static const char *splits[] = {NULL, "1", "4"};
@@ -433,66 +472,17 @@ START_TEST(conv_direct_vs_reference)
             const cdp_backend *be = cpu_split(2, splits[sp]);
             cdp_conv_shape s = direct_shape((int)i);
             int bias = direct_shapes[i][6];
-            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
-            struct direct_in in = direct_in_make(&s, 100 + 10 * i);
+            struct conv_in in = conv_in_make(&s, 100 + 10 * i);
             struct conv_out o;
             conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &o);
-            double *xd = to_d(in.x, nx), *wd = to_d(in.w, nw), *bd = to_d(in.b, s.Cout);
-            double *dyd = to_d(in.dy, ny), *y = dbuf(ny), *dx = dbuf(nx), *dw = dbuf(nw);
-            double *db = dbuf(s.Cout);
-            conv_ref_fwd(&s, xd, wd, bias ? bd : NULL, y);
-            conv_ref_bwd(&s, xd, wd, dyd, dx, dw, db);
             char what[96];
             snprintf(what, sizeof what, "direct shape %zu split %s", i, splits[sp] ? splits[sp] : "-");
-            check_close(what, o.y, y, ny, 1e-5);
-            check_close(what, o.dx, dx, nx, 1e-5);
-            check_close(what, o.dw, dw, nw, 1e-5);
-            if (bias)
-                check_close(what, o.db, db, s.Cout, 1e-5);
+            check_conv_reference(what, &s, &in, bias, &o);
             conv_out_free(&o);
-            direct_in_free(&in);
-            free(xd); free(wd); free(bd); free(dyd); free(y); free(dx); free(dw); free(db);
+            conv_in_free(&in);
         }
 }
 END_TEST
-
-/* dx NULL leaves dw and db as they are with dx; accumulate adds exactly the
- * result computed alone (then add()); path names the kernels in messages */
-static void check_accumulate_dx_null(const cdp_backend *be, const cdp_conv_shape *sp,
-                                     uint64_t seed, int acc_with_dx, const char *path)
-{
-    const cdp_conv_shape s = *sp;
-    size_t nx = nx_of(&s), nw = nw_of(&s);
-    struct direct_in in = direct_in_make(&s, seed);
-    float *dx = fbuf(nx), *gw = fbuf(nw), *gb = fbuf(s.Cout);
-    float *nw_ = fbuf(nw), *nb = fbuf(s.Cout);
-    float *sw = fbuf(nw), *sb = fbuf(s.Cout), *aw = fbuf(nw), *ab = fbuf(s.Cout);
-    size_t nws = be->conv2d_ws_floats(&s);
-    float *ws = fbuf(nws + 1);
-    char what[64];
-    fill(ws, nws, 97, -1e30f, 1e30f);
-    be->conv2d_bwd(&s, in.x, in.w, in.dy, dx, gw, gb, 0, ws);
-    fill(ws, nws, 96, -1e30f, 1e30f);
-    be->conv2d_bwd(&s, in.x, in.w, in.dy, NULL, nw_, nb, 0, ws);
-    snprintf(what, sizeof what, "%s dx NULL dw", path);
-    check_same(what, gw, nw_, nw * sizeof *gw);
-    snprintf(what, sizeof what, "%s dx NULL db", path);
-    check_same(what, gb, nb, s.Cout * sizeof *gb);
-    fill(sw, nw, 53, -3, 3);
-    fill(sb, s.Cout, 54, -3, 3);
-    memcpy(aw, sw, nw * sizeof *aw);
-    memcpy(ab, sb, s.Cout * sizeof *ab);
-    be->add(nw, sw, gw);
-    be->add(s.Cout, sb, gb);
-    be->conv2d_bwd(&s, in.x, in.w, in.dy, acc_with_dx ? dx : NULL, aw, ab, 1, ws);
-    snprintf(what, sizeof what, "%s accumulate dw", path);
-    check_same(what, sw, aw, nw * sizeof *sw);
-    snprintf(what, sizeof what, "%s accumulate db", path);
-    check_same(what, sb, ab, s.Cout * sizeof *sb);
-    direct_in_free(&in);
-    free(dx); free(gw); free(gb); free(nw_); free(nb); free(sw); free(sb);
-    free(aw); free(ab); free(ws);
-}
 
 START_TEST(conv_direct_accumulate_dx_null)
 {
@@ -505,42 +495,6 @@ START_TEST(conv_direct_accumulate_dx_null)
         }
 }
 END_TEST
-
-static void check_same_out(const char *what, const cdp_conv_shape *s, const struct conv_out *a,
-                           const struct conv_out *b, int bias)
-{
-    char m[96];
-    snprintf(m, sizeof m, "%s y", what);
-    check_same(m, a->y, b->y, ny_of(s) * sizeof(float));
-    snprintf(m, sizeof m, "%s dx", what);
-    check_same(m, a->dx, b->dx, nx_of(s) * sizeof(float));
-    snprintf(m, sizeof m, "%s dw", what);
-    check_same(m, a->dw, b->dw, nw_of(s) * sizeof(float));
-    if (bias) {
-        snprintf(m, sizeof m, "%s db", what);
-        check_same(m, a->db, b->db, s->Cout * sizeof(float));
-    }
-}
-
-/* the same bits with 1, 2, 3 threads at one split; *path = on (after the
- * backend is made, which reads the environment) picks the kernels */
-static void check_threads_bitwise(const cdp_conv_shape *s, int bias, uint64_t seed,
-                                  const char *split, int *path, int on, const char *what)
-{
-    struct direct_in in = direct_in_make(s, seed);
-    static const int thr[3] = {1, 2, 3};
-    struct conv_out o[3];
-    for (int r = 0; r < 3; r++) {
-        const cdp_backend *be = cpu_split(thr[r], split);
-        *path = on;
-        conv_run(be, s, in.x, in.w, bias ? in.b : NULL, in.dy, &o[r]);
-    }
-    for (int r = 1; r < 3; r++)
-        check_same_out(what, s, &o[0], &o[r], bias);
-    for (int r = 0; r < 3; r++)
-        conv_out_free(&o[r]);
-    direct_in_free(&in);
-}
 
 /* the same bits with 1, 2, 3 threads (split 2 by default here, and 4) */
 START_TEST(conv_direct_threads)
@@ -567,7 +521,7 @@ START_TEST(conv_direct_simd_portable)
         const cdp_backend *be = cpu_split(2, NULL);
         cdp_conv_shape s = direct_shape((int)i);
         int bias = direct_shapes[i][6];
-        struct direct_in in = direct_in_make(&s, 700 + 10 * i);
+        struct conv_in in = conv_in_make(&s, 700 + 10 * i);
         struct conv_out simd, port, gemm;
         cdp_cpu_conv_direct = 2;
         cdp_cpu_conv_direct_simd = 1;
@@ -585,7 +539,7 @@ START_TEST(conv_direct_simd_portable)
         conv_out_free(&simd);
         conv_out_free(&port);
         conv_out_free(&gemm);
-        direct_in_free(&in);
+        conv_in_free(&in);
     }
     ck_assert_msg(differs >= 3, "direct and im2col bits differ on only %d shapes", differs);
 }
@@ -657,35 +611,19 @@ START_TEST(conv_dnnl_vs_reference)
             cdp_cpu_conv_dnnl = 2;
             cdp_conv_shape s = dnnl_shape((int)i);
             int bias = dnnl_shapes[i][9];
-            size_t nx = nx_of(&s), ny = ny_of(&s), nw = nw_of(&s);
-            struct direct_in in = direct_in_make(&s, 900 + 10 * i);
+            struct conv_in in = conv_in_make(&s, 900 + 10 * i);
             struct conv_out o, gemm;
             conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &o);
-            double *xd = to_d(in.x, nx), *wd = to_d(in.w, nw), *bd = to_d(in.b, s.Cout);
-            double *dyd = to_d(in.dy, ny), *y = dbuf(ny), *dx = dbuf(nx), *dw = dbuf(nw);
-            double *db = dbuf(s.Cout);
-            conv_ref_fwd(&s, xd, wd, bias ? bd : NULL, y);
-            conv_ref_bwd(&s, xd, wd, dyd, dx, dw, db);
             char what[96];
-            snprintf(what, sizeof what, "oneDNN shape %zu split %s y", i,
-                     splits[sp] ? splits[sp] : "-");
-            check_close(what, o.y, y, ny, 1e-5);
-            memcpy(strrchr(what, ' ') + 1, "dx", 3);
-            check_close(what, o.dx, dx, nx, 1e-5);
-            memcpy(strrchr(what, ' ') + 1, "dw", 3);
-            check_close(what, o.dw, dw, nw, 1e-5);
-            if (bias) {
-                memcpy(strrchr(what, ' ') + 1, "db", 3);
-                check_close(what, o.db, db, s.Cout, 1e-5);
-            }
+            snprintf(what, sizeof what, "oneDNN shape %zu split %s", i, splits[sp] ? splits[sp] : "-");
+            check_conv_reference(what, &s, &in, bias, &o);
             cdp_cpu_conv_dnnl = 0;
             conv_run(be, &s, in.x, in.w, bias ? in.b : NULL, in.dy, &gemm);
-            if (memcmp(o.dw, gemm.dw, nw * sizeof(float)) != 0)
+            if (memcmp(o.dw, gemm.dw, nw_of(&s) * sizeof(float)) != 0)
                 differs++;
             conv_out_free(&o);
             conv_out_free(&gemm);
-            direct_in_free(&in);
-            free(xd); free(wd); free(bd); free(dyd); free(y); free(dx); free(dw); free(db);
+            conv_in_free(&in);
         }
     ck_assert_msg(differs >= (int)NDNNL, "oneDNN and im2col dw bits differ on only %d of %d runs",
                   differs, (int)(3 * NDNNL));
@@ -749,7 +687,7 @@ START_TEST(conv_dnnl_cache_keeps_both_slot_sizes)
     cdp_conv_shape u5 = {5, 16, 6, 6, 16, 3, 3, 1, 1, 6, 6}, u4 = u5;
     u4.B = 4;
     ck_assert_int_eq(cdp_cpu_conv_slots(5), 2);
-    struct direct_in in = direct_in_make(&u5, 1500), in4 = direct_in_make(&u4, 1501);
+    struct conv_in in = conv_in_make(&u5, 1500), in4 = conv_in_make(&u4, 1501);
     struct conv_out ref, o4;
     conv_run(be, &u5, in.x, in.w, in.b, in.dy, &ref);
     /* sized now: the backward below must be the call that looks both up */
@@ -763,8 +701,8 @@ START_TEST(conv_dnnl_cache_keeps_both_slot_sizes)
     check_same("oneDNN cache, slots of 2 and 3: dx", ref.dx, dx, nx * sizeof *dx);
     conv_out_free(&ref);
     conv_out_free(&o4);
-    direct_in_free(&in);
-    direct_in_free(&in4);
+    conv_in_free(&in);
+    conv_in_free(&in4);
     free(ws); free(dx); free(dw); free(db);
     cdp_cpu_conv_dnnl = 1;
 }
