@@ -14,6 +14,9 @@ typedef struct mb {
     int failed;
 } mb;
 
+/* The input shape and class count of a model built without data (a config
+ * with input.c == 0 or classes == 0): what the builder's spec implies. */
+void mb_default_io(mb *b, cdp_shape input, int classes);
 /* Starts a block: the layers added until the next mb_block form it. */
 void mb_block(mb *b);
 /* Each returns the output tensor (node) index, or -1 after an error. */

@@ -50,11 +50,8 @@ int cdp_build_mlp(mb *b, const char *spec, int *default_stages)
                  "and an output width, got '%.200s'", spec);
         return -1;
     }
+    mb_default_io(b, (cdp_shape){ dims[0], 1, 1 }, dims[nd - 1]);
     cdp_model *m = b->m;
-    if (m->input.c == 0)
-        m->input = (cdp_shape){ dims[0], 1, 1 };
-    if (m->classes == 0)
-        m->classes = dims[nd - 1];
     if ((size_t)dims[0] != cdp_shape_n(m->input)) {
         snprintf(b->err, b->errlen, "--model: %.200s takes %d inputs, the data has %dx%dx%d = %zu",
                  spec, dims[0], m->input.c, m->input.h, m->input.w, cdp_shape_n(m->input));

@@ -32,6 +32,14 @@ static int add_node(mb *b, cdp_shape s, int producer, int root)
     return t;
 }
 
+void mb_default_io(mb *b, cdp_shape input, int classes)
+{
+    if (b->m->input.c == 0)
+        b->m->input = input;
+    if (b->m->classes == 0)
+        b->m->classes = classes;
+}
+
 void mb_block(mb *b)
 {
     cdp_model *m = b->m;

@@ -68,11 +68,8 @@ int cdp_build_resnet(mb *b, const char *spec, int *default_stages)
             r = &specs[k];
     if (!r)
         return -1;
+    mb_default_io(b, (cdp_shape){ 1, 28, 28 }, 10);   /* Fashion-MNIST's */
     cdp_model *m = b->m;
-    if (m->input.c == 0)
-        m->input = (cdp_shape){ 1, 28, 28 };
-    if (m->classes == 0)
-        m->classes = 10;
 
     mb_block(b);
     int c = r->width[0];

@@ -104,11 +104,8 @@ int cdp_build_vit(mb *b, const char *spec, int *default_stages)
         if (parse(b, spec, &v))
             return -1;
     }
+    mb_default_io(b, (cdp_shape){ 1, 28, 28 }, 10);   /* Fashion-MNIST's */
     cdp_model *m = b->m;
-    if (m->input.c == 0)
-        m->input = (cdp_shape){ 1, 28, 28 };
-    if (m->classes == 0)
-        m->classes = 10;
     if (v.dim % v.heads) {
         snprintf(b->err, b->errlen, "--model %.200s: dim %d is not a multiple of heads %d",
                  spec, v.dim, v.heads);
