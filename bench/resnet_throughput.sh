@@ -18,8 +18,8 @@
 # cdp configurations (CDP_CONFIGS, "RANKSxTHREADS:N:RULE[:ENV] ...",
 # micro-batch B/N, N*B/N = B samples per step):
 #   1x2:1:cdp-v2   1 rank x 2 threads, one micro-batch of B
-#   2x1:2:cdp-v2   2 ranks x 1 thread (mpirun --bind-to none, PERFORMANCE.md
-#                  trap 3), N=2 micro-batches of B/2: the same total batch
+#   2x1:2:cdp-v2   2 ranks x 1 thread (mpirun --bind-to none: doc/reference.md
+#                  section 9, binding), N=2 micro-batches of B/2: the same total batch
 #   ENV, optional: VAR=VALUE[,VAR=VALUE...] set for that configuration's
 #                  run only (and part of its label), so that one run compares
 #                  e.g. CDP_CONFIGS="1x2:1:cdp-v2:CDP_CONV_DNNL=0 1x2:1:cdp-v2:CDP_CONV_DNNL=1"

@@ -16,7 +16,7 @@
  * THREADS: OpenBLAS threads (default 1).  --split N: time cdp's CPU backend
  * scheme instead (OpenBLAS single-threaded, each GEMM cut into N column
  * blocks shared by THREADS OpenMP threads; see src/cpu/kernels_cpu.c).
- * --interleave: PERFORMANCE.md trap 2, an sgemm (BATCH x 1024 x 1024, NT)
+ * --interleave: the two thread pools of doc/reference.md section 9, an sgemm (BATCH x 1024 x 1024, NT)
  * followed by an OpenMP bias+ReLU loop over its output, with THREADS OpenMP
  * threads and THREADS OpenBLAS threads (with --split: cdp's scheme, one
  * pool); run it with and without OMP_WAIT_POLICY=PASSIVE.  Timings are the best of 7 rounds (these

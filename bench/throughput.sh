@@ -36,8 +36,8 @@
 # PyTorch configurations (all on the 2 cores; see bench/torch_mlp.py):
 #   torch threads 1 x OpenBLAS threads b in {1,2}, batch 128 in one piece
 #   (mode b) or accumulated over 4 micro-batches of 32 (mode acc4), with the
-#   default environment and with OPENBLAS_CORETYPE=SkylakeX (PERFORMANCE.md
-#   trap 1); torch threads 2 x b in {1,2} with OMP_WAIT_POLICY=PASSIVE and
+#   default environment and with OPENBLAS_CORETYPE=SkylakeX (doc/reference.md
+#   section 9, the BLAS kernel); torch threads 2 x b in {1,2} with OMP_WAIT_POLICY=PASSIVE and
 #   with the default (spinning) policy; DDP gloo 2 ranks x 1 thread.
 # cdp configurations: 1 rank x 2 threads, N=4 x B=32 (cdp-v2 and dp) and
 #   N=1 x B=128; 2 ranks x 1 thread, N=4 x B=32 (cdp-v2).

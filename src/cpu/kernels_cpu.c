@@ -20,7 +20,7 @@
  * told the same with the STDC pragma.
  *
  * Thread pools.  Only libgomp's pool runs work (OpenBLAS is kept at one
- * thread), so the two pools of PERFORMANCE.md trap 2 never compete.
+ * thread), so the two thread pools of doc/reference.md section 9 never compete.
  * Elementwise loops run in parallel only from CDP_CPU_OMP_MIN elements on
  * (the if() clauses): they are memory-bound and an OpenMP fork costs ~10-30
  * us when the pool sleeps (its threads spin ~1 ms before they do, see
