@@ -1,0 +1,34 @@
+# The documentation keeps up with the program: every option `cdp_run
+# --help` prints is named in README or doc/reference.md, and every
+# environment variable the sources read is a row of the table in
+# doc/reference.md section 9 (launcher variables, OMPI_*, excepted).
+# Found missing before this test: --quiet, --eval-every, CDP_GEMM_SPLIT,
+# CDP_BN_SLICES.
+. "$(dirname "$0")/lib.sh"
+src=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+docs="$src/README $src/doc/reference.md"
+
+opts=$("$CDP" --help | grep -oE '^  --[a-z][a-z0-9-]*' | tr -d ' ' | sort -u)
+n=$(echo "$opts" | grep -c .)
+[ "$n" -ge 40 ] && pass "--help lists $n options" || fail "--help lists only $n options"
+missing=""
+for o in $opts; do
+    grep -qE -- "$o([^a-z0-9-]|\$)" $docs || missing="$missing $o"
+done
+[ -z "$missing" ] && pass "every option of --help is in README or doc/reference.md" \
+    || fail "options documented in neither README nor doc/reference.md:$missing"
+
+vars=$(grep -rhoE 'getenv\("[A-Z_0-9]+"\)' "$src/src" | sed 's/getenv("//; s/")//' |
+    grep -v '^OMPI_' | sort -u)
+n=$(echo "$vars" | grep -c .)
+[ "$n" -ge 10 ] && pass "the sources read $n environment variables" \
+    || fail "found only $n getenv calls in $src/src"
+table=$(sed -n '/^## 9\./,$p' "$src/doc/reference.md")
+missing=""
+for v in $vars; do
+    echo "$table" | grep -qE "^\| \`$v\`|^\| [^|]*\`$v\`" || missing="$missing $v"
+done
+[ -z "$missing" ] && pass "every environment variable read is in doc/reference.md section 9" \
+    || fail "environment variables missing from doc/reference.md section 9:$missing"
+
+finish
