@@ -299,24 +299,25 @@ static void check_same_out(const char *what, const cdp_conv_shape *s, const stru
     }
 }
 
-/* the same bits with 1, 2, 3 threads at one split; *path = on (after the
+/* the same bits with 1, 2 (twice) and 3 threads at one split; *path = on (after the
  * backend is made, which reads the environment) picks the kernels, path NULL
  * keeps the default policy */
 static void check_threads_bitwise(const cdp_conv_shape *s, int bias, uint64_t seed,
                                   const char *split, int *path, int on, const char *what)
 {
     struct conv_in in = conv_in_make(s, seed);
-    static const int thr[3] = {1, 2, 3};
-    struct conv_out o[3];
-    for (int r = 0; r < 3; r++) {
+    static const int thr[] = {1, 2, 2, 3};   /* 2 twice: the same bits run to run */
+    enum { R = sizeof thr / sizeof *thr };
+    struct conv_out o[R];
+    for (int r = 0; r < R; r++) {
         const cdp_backend *be = cpu_split(thr[r], split);
         if (path)
             *path = on;
         conv_run(be, s, in.x, in.w, bias ? in.b : NULL, in.dy, &o[r]);
     }
-    for (int r = 1; r < 3; r++)
+    for (int r = 1; r < R; r++)
         check_same_out(what, s, &o[0], &o[r], bias);
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < R; r++)
         conv_out_free(&o[r]);
     conv_in_free(&in);
 }

@@ -1,5 +1,6 @@
 /* Process set-up for the CPU backend, before MPI_Init (doc/reference.md
- * section 9: the BLAS kernel and the two thread pools), and the identification of the BLAS library for the banner.
+ * section 9: the BLAS kernel and the two thread pools), and the
+ * identification of the BLAS library for the banner.
  *
  * Trap 1: OpenBLAS (DYNAMIC_ARCH build) picks its kernels when the library is
  * loaded.  On some CPUs it does not recognise the model and falls back to a
@@ -8,10 +9,9 @@
  * the environment *before* the library loads, hence a re-exec of the program.
  *
  * Trap 2: OpenBLAS (pthread build) and libgomp each keep a thread pool whose
- * idle threads spin, and the two fight for the cores (measured on 2 cores: sgemm
- * + OpenMP bias/ReLU loop 4,336 us with OpenMP 2 + OpenBLAS 2 threads, 1,186
- * us with one OpenMP thread).  cdp
- * avoids the fight at the root: OpenBLAS runs single-threaded (kernels_cpu.c
+ * idle threads spin, and the two fight for the cores (measured on 2 cores:
+ * sgemm + OpenMP bias/ReLU loop 4,336 us with OpenMP 2 + OpenBLAS 2 threads,
+ * 1,186 us with one OpenMP thread).  cdp avoids the fight at the root: OpenBLAS runs single-threaded (kernels_cpu.c
  * parallelises each GEMM itself over OpenMP), so libgomp's is the only pool.
  * What remains is how long libgomp's idle threads spin before they sleep:
  * its default (~300,000 iterations, ~7 ms here) burns a core long after the
