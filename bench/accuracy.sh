@@ -1,6 +1,6 @@
 #!/bin/bash
 # Test accuracy under every rule, as a user runs it: for each rule (RULES),
-#   mpirun -np 4 cdp_run --model MODEL --augment crop=4,flip --epochs E --rule RULE
+#   mpirun -np 4 cdp_run --model MODEL --augment A --epochs E --rule RULE
 # with, for a ViT (MODEL vit*),
 #   --optimizer adamw [--lr LR] [--betas BETAS] [--weight-decay WD] --lr-schedule cosine
 #   --warmup-steps W
@@ -19,7 +19,10 @@
 #   CORETYPE [unset: OpenBLAS picks the machine's kernel; an OPENBLAS_CORETYPE
 #   in the environment is removed] the kernel fixes sgemm's bits, so rules
 #   compared must run on one kernel
+#   AUGMENT [crop=4,flip; none: no augmentation]
 #   OUT (keep the logs there)
+#   MODEL=mlp:784-256-128-10 AUGMENT=none EPOCHS=10 bench/accuracy.sh
+#                                                   README's MLP table
 # Takes EPOCHS x ~3.5-5 min per rule (vit-tiny) or ~2.5-5 min (resnet20) on
 # 2 cores (bench/RESULTS.md).
 set -u
@@ -35,6 +38,9 @@ BETAS=${BETAS:-}
 WARMUP=${WARMUP:-500}
 RANKS=${RANKS:-4}
 EXTRA=${EXTRA:-}
+AUGMENT=${AUGMENT:-crop=4,flip}
+aug="--augment $AUGMENT"
+[ "$AUGMENT" = none ] && aug=
 if [ -n "${CORETYPE:-}" ]; then export OPENBLAS_CORETYPE=$CORETYPE; else unset OPENBLAS_CORETYPE; fi
 . "$here/common.sh"
 bench_start accuracy.sh results.txt
@@ -50,7 +56,7 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut
 echo "# cdp: $("$CDP" --version 2>&1 | head -1)"
 for rule in $RULES; do
     log=$tmp/$rule.log
-    cmd="mpirun --oversubscribe -np $RANKS $CDP --model $MODEL $opt --augment crop=4,flip \
+    cmd="mpirun --oversubscribe -np $RANKS $CDP --model $MODEL $opt $aug \
 --epochs $EPOCHS --rule $rule $EXTRA"
     echo "\$ $cmd"
     t0=$(date +%s)
@@ -67,7 +73,7 @@ for rule in $RULES; do
     echo "$rule $acc $((t1 - t0))" | tee -a "$res"
 done
 echo
-echo "== summary ($MODEL, $what, crop=4,flip, $EPOCHS epochs, $RANKS ranks)"
+echo "== summary ($MODEL, $what, augment $AUGMENT, $EPOCHS epochs, $RANKS ranks)"
 awk '{ printf "  %-7s test accuracy %s  wall %d s\n", $1, $2, $3;
        if (n == 0 || $2 > hi) hi = $2; if (n == 0 || $2 < lo) lo = $2; n++ }
      END { if (n) printf "  RESULT largest gap between rules: %.2f points (lowest %s)\n", hi - lo, lo }' "$res"

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Why README says to time short synthetic runs: the synthetic classes are
+# easy, the network fits them within a few hundred steps, and gradients and
+# momentum then decay into denormal floats, which the CPU handles slowly.
+# Runs `cdp_run --data synthetic --steps STEPS` (the default model, one
+# rank) with IEEE arithmetic and with flush-to-zero forced on
+# (LD_PRELOAD=ftz_preload.so, built here), alternating, REPS times, and
+# prints the time per step of an early epoch and of the last one (an epoch
+# of the synthetic set is 64 steps), and their ratio.
+#
+# usage: bench/denormal.sh [BUILD_DIR]
+# environment: STEPS [3072]  EARLY [3] (the early epoch)  REPS [3]
+#   EXTRA (more cdp_run options)  OUT
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+CDP=$BUILD/cdp_run
+STEPS=${STEPS:-3072}
+EXTRA=${EXTRA:-}
+EARLY=${EARLY:-3}
+REPS=${REPS:-3}
+. "$here/common.sh"
+bench_start denormal.sh results.txt
+cc -O2 -shared -fPIC -o "$tmp/ftz_preload.so" "$here/ftz_preload.c" || exit 1
+
+# ms per step of epoch E of a --metrics file
+ms_per_step() {
+    awk -v e="$2" -F'[:,]' '$1 == "{\"epoch\"" && $2 + 0 == e {
+        for (i = 1; i < NF; i++) if ($i ~ /"time_s"/) t = $(i + 1) }
+        END { printf "%.3f", 1000 * t / 64 }' "$1"
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP --data synthetic --steps $STEPS $EXTRA"
+last=$((STEPS / 64))
+printf "%-4s %-5s %14s %14s %7s\n" rep mode "early ms/step" "last ms/step" ratio
+for r in $(seq 1 "$REPS"); do
+    for mode in ieee ftz; do
+        m=$tmp/$mode.$r.jsonl
+        pre=
+        [ $mode = ftz ] && pre=$tmp/ftz_preload.so
+        # shellcheck disable=SC2086
+        LD_PRELOAD=$pre "$CDP" --data synthetic --steps "$STEPS" $EXTRA --quiet \
+            --metrics "$m" >"$tmp/$mode.$r.log" 2>&1 || { cat "$tmp/$mode.$r.log"; exit 1; }
+        a=$(ms_per_step "$m" "$EARLY")
+        b=$(ms_per_step "$m" "$last")
+        printf "%-4s %-5s %14s %14s %7.2f\n" "$r" $mode "$a" "$b" \
+            "$(echo "$b / $a" | bc -l)" | tee -a "$res"
+    done
+done
+# medians: one slow epoch (another process) must not decide the ratio
+med() { awk -v m="$1" '$2 == m { print $4 }' "$res" | sort -g |
+        awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+i=$(med ieee); f=$(med ftz)
+printf "RESULT last epoch, median ms/step: ieee %s, ftz %s, ieee/ftz %.2f\n" "$i" "$f" \
+    "$(echo "$i / $f" | bc -l)"
