@@ -52,7 +52,7 @@ case $MODEL in
     *)    opt="${LR:+--lr $LR}${WD:+ --weight-decay $WD}"
           what="sgd lr ${LR:-0.03} wd ${WD:-0}, momentum 0.9, lr halved every 3 epochs" ;;
 esac
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# cdp: $("$CDP" --version 2>&1 | head -1)"
 for rule in $RULES; do
     log=$tmp/$rule.log

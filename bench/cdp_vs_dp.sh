@@ -34,7 +34,7 @@ bench_start cdp_vs_dp.sh cdp_vs_dp.txt
 
 steps_for() { case $1 in *1024-1024*) echo 100 ;; *) echo 400 ;; esac; }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# $CDP; extra options: ${EXTRA:-none}"
 for c in $CASES; do
     IFS=: read -r ranks thr m1 m2 n b <<<"$c"

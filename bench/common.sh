@@ -16,3 +16,11 @@ bench_start() {
     res=$tmp/$2
     : >"$res"
 }
+
+# bench_header: the line a result file opens with: when, where (the CPU
+# model: kernel choice and so timings depend on it) and how busy (the
+# machines are shared; the load says how far to trust a timing)
+bench_header() {
+    echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs" \
+         "($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+}

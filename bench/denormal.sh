@@ -34,7 +34,7 @@ ms_per_step() {
         END { printf "%.3f", 1000 * t / n }' "$1"
 }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP --data synthetic --steps $STEPS $EXTRA"
 printf "%-4s %-5s %14s %14s %7s\n" rep mode "early ms/step" "last ms/step" ratio
 for r in $(seq 1 "$REPS"); do

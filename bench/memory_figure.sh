@@ -252,7 +252,7 @@ cols="model B N L Lspec balance blocks stages ratio timeline plan_units plan_byt
 dp_rss cdp_rss dp_step cdp_step plan_dp_bytes status"
 {
     echo "# bench/memory_figure.sh: peak activation memory, cdp-v2 against dp (one rank)"
-    echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    bench_header
     echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP; commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
     echo "# $SHAPE synthetic, MODELS=\"$MODELS\" (NAME@B), B=$B otherwise, $STEPS steps, 1 rank x $THREADS threads, --eval-every 0; MEM_MB=$MEM_MB"
     echo "# ratio = measured peak_activation_bytes cdp-v2 / dp; timeline = (L+1)/(2L);"

@@ -50,7 +50,7 @@ common=(--model "$MODEL" --data "$data" --workers "$N" --stages "$L" --batch "$B
 # key FILE NAME: a number from the metrics' summary line
 key() { tail -1 "$1" | grep -o "\"$2\": [0-9.e+-]*" | awk '{print $2}'; }
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP"
 echo "# $MODEL on $SHAPE, N=$N workers x B=$B, L=$L stages, $STEPS steps, 1 rank x $THREADS threads"
 for bal in $BALANCES; do

@@ -179,7 +179,7 @@ if [ "${NO_BOUND:-0}" != 1 ]; then
     fi
 fi
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs ($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP"
 echo "# cdp banner: $("$CDP" --steps 1 --eval-every 0 --model resnet20 --data "synthetic:$SHAPE:n=64:test=8" --workers 1 --batch 8 2>&1 | sed -n 2p | sed 's/.*backend/backend/')"
 echo "# REPS=$REPS WARMUP=$WARMUP SHAPE=$SHAPE CDP_CONFIGS=\"$CDP_CONFIGS\" TORCH_CONFIGS=\"$TORCH_CONFIGS\""

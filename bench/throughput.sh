@@ -112,7 +112,7 @@ fi
 corename() {
     env "$@" "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import torch_mlp; print(torch_mlp.corename())' "$here"
 }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP"
 echo "# OpenBLAS core in torch: default $(corename), with OPENBLAS_CORETYPE=SkylakeX $(corename OPENBLAS_CORETYPE=SkylakeX)"
 echo "# cdp banner: $("$CDP" --steps 1 --eval-every 0 2>&1 | sed -n 2p | sed 's/.*backend/backend/')"
