@@ -1,12 +1,11 @@
 #!/bin/bash
-# Why README says to time short synthetic runs: the synthetic classes are
-# easy, the network fits them within a few hundred steps, and gradients and
-# momentum then decay into denormal floats, which the CPU handles slowly.
+# What denormal floats cost this CPU: the synthetic classes are easy, the
+# network fits them within a few hundred steps, and gradients and momentum
+# then decay into denormal floats, which many CPUs handle slowly.
 # Runs `cdp_run --data synthetic --steps STEPS` (the default model, one
-# rank) with IEEE arithmetic and with flush-to-zero forced on
-# (LD_PRELOAD=ftz_preload.so, built here), alternating, REPS times, and
-# prints the time per step of an early epoch and of the last one, and their
-# ratio.
+# rank) with IEEE arithmetic and with --flush-denormals, alternating, REPS
+# times, and prints the time per step of an early epoch and of the last
+# one, and their ratio.
 #
 # usage: bench/denormal.sh [BUILD_DIR]
 # environment: STEPS [3072]  EARLY [3] (the early epoch)  REPS [3]
@@ -21,7 +20,6 @@ EARLY=${EARLY:-3}
 REPS=${REPS:-3}
 . "$here/common.sh"
 bench_start denormal.sh results.txt
-cc -O2 -shared -fPIC -o "$tmp/ftz_preload.so" "$here/ftz_preload.c" || exit 1
 
 # ms per step of epoch E of a --metrics file
 ms_per_step() {
@@ -40,10 +38,10 @@ printf "%-4s %-5s %14s %14s %7s\n" rep mode "early ms/step" "last ms/step" ratio
 for r in $(seq 1 "$REPS"); do
     for mode in ieee ftz; do
         m=$tmp/$mode.$r.jsonl
-        pre=
-        [ $mode = ftz ] && pre=$tmp/ftz_preload.so
+        flag=
+        [ $mode = ftz ] && flag=--flush-denormals
         # shellcheck disable=SC2086
-        LD_PRELOAD=$pre "$CDP" --data synthetic --steps "$STEPS" $EXTRA --quiet \
+        "$CDP" --data synthetic --steps "$STEPS" $EXTRA $flag --quiet \
             --metrics "$m" >"$tmp/$mode.$r.log" 2>&1 || { cat "$tmp/$mode.$r.log"; exit 1; }
         a=$(ms_per_step "$m" "$EARLY")
         b=$(ms_per_step "$m" "$(grep -c '^{"epoch"' "$m")")

@@ -40,11 +40,16 @@ same() {
 # differ MODEL A B WHAT: weights A and B are not bitwise equal (WHAT
 # changes the run: else the checks that it is exact prove little)
 differ() {
-    if "$COMPARE" "$1" "$2" "$3" 0 >/dev/null; then
-        fail "$4: the same weights"
-    else
-        pass "$4: the weights differ"
-    fi
+    local out rc
+    out=$("$COMPARE" "$1" "$2" "$3" 0 2>&1)
+    rc=$?
+    # st_compare: 0 the same, 1 different, else a file it could not read
+    # (or no st_compare at all): only 1 is a pass
+    case $rc in
+        0) fail "$4: the same weights" ;;
+        1) pass "$4: the weights differ ($out)" ;;
+        *) fail "$4: not compared (status $rc: $out)" ;;
+    esac
 }
 
 # signal_run NP WHOM SIG ARGS...: cdp_run ARGS on NP ranks (--metrics

@@ -37,6 +37,7 @@ for np in 1 3; do
     check $np "shape" --data synthetic --model mlp:784-32-10 --init-weights "$TMP/small.st"
     check $np "missing.st" --data synthetic --init-weights "$TMP/missing.st"
     check $np "inputs" --model mlp:100-10
+    check $np "--flush-denormals sets the CPU's" --data synthetic --backend cuda --flush-denormals
 done
 check 3 "fewer than the 3 ranks" --data synthetic --workers 2
 # a value missing at the end of the line names the option (no control byte)

@@ -249,6 +249,12 @@ typedef struct cdp_backend {
 /* CPU backend (always built).  threads <= 0 picks a default. */
 const cdp_backend *cdp_backend_cpu(int threads);
 
+/* --flush-denormals: denormal floats are read and written as zero by the
+ * calling thread and every thread of the OpenMP pool (and so by every thread
+ * that computes in the CPU backend), as torch.set_flush_denormal(True).
+ * 0, or -1 with a message in err on a CPU this build has no mode for. */
+int cdp_cpu_flush_denormals(char *err, size_t errlen);
+
 /* Called first thing in main(), before MPI_Init: makes sure the BLAS library
  * runs the kernel this CPU supports (re-executing the program with
  * OPENBLAS_CORETYPE set when the library misdetected it) and that the

@@ -17,6 +17,7 @@ typedef struct cdp_options {
     cdp_rule rule;
     cdp_framework framework;
     int deterministic;
+    int flush_denormals;     /* --flush-denormals: CPU flush-to-zero (src/cpu/fpmode.c) */
     int epochs;
     int64_t steps;           /* 0: epochs * steps_per_epoch */
     double lr, momentum, weight_decay, lr_gamma;

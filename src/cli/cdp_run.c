@@ -377,6 +377,12 @@ static int phase_prepare(run *r)
     else
         r->be = cdp_backend_cpu(r->threads);
     FAIL_IF(!r->be, r->err);
+    if (o->flush_denormals) {
+        /* after cdp_backend_cpu, which sized the OpenMP pool the mode must
+         * reach (options.c refuses it with another backend) */
+        bad = cdp_cpu_flush_denormals(r->err, sizeof r->err);
+        FAIL_IF(bad, r->err);
+    }
 
     /* the model on the data's shape and classes */
     cdp_model_free(&r->model);
@@ -460,6 +466,8 @@ static int phase_prepare(run *r)
                (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
                (long long)r->total);
         print_wrapped("  backend ", r->be->describe(), 100);
+        if (o->flush_denormals)
+            printf("  arithmetic: denormal floats flushed to zero (--flush-denormals)\n");
         /* SGD with step decay and no warm-up: the banner of before them */
         const cdp_optim *op = &r->xc.optim;
         if (op->kind != CDP_OPTIM_SGD || op->schedule != CDP_LR_STEP || op->warmup_steps) {

@@ -111,8 +111,8 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
     snprintf(want, sizeof want, "%016" PRIx64, numerics);
     if (cdp_st_read_meta(path, "numerics", v, sizeof v, err, errlen) || strcmp(v, want)) {
         snprintf(err, errlen, "%s: written with other --model/--stages/--workers/--batch/--rule/"
-                 "optimizer/schedule/--seed/data options; resume with the options of the run that "
-                 "wrote it", path);
+                 "optimizer/schedule/--seed/data/--flush-denormals options; resume with the options "
+                 "of the run that wrote it", path);
         return CDP_CKPT_FOREIGN;
     }
     /* the checksum first: a damaged file is reported as damaged */

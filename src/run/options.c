@@ -120,6 +120,9 @@ void cdp_options_help(FILE *f)
 "                         --checkpoint FILE (FILE or FILE.step-*)\n"
 "Execution:\n"
 "  --backend B            cpu | cuda                               [cpu]\n"
+"  --flush-denormals      CPU: denormal floats read and written as zero (as\n"
+"                         torch.set_flush_denormal(True)): avoids the slow path some\n"
+"                         CPUs take on them; other bits, deterministic all the same\n"
 "  --threads T            BLAS/OpenMP threads per rank\n"
 "                         [$OMP_NUM_THREADS, else CPUs of the rank / ranks per node]\n"
 "  --plan                 print the timeline, memory and traffic figures; do not train\n"
@@ -382,7 +385,7 @@ enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_CKPT_EVERY_STEPS, O_KEEP_CKPT,
-    O_RESUME, O_BACKEND, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_LAYER_TIMES,
+    O_RESUME, O_BACKEND, O_FLUSH_DENORMALS, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_LAYER_TIMES,
     O_EVAL_EVERY, O_QUIET, O_TIMEOUT, O_AUGMENT, O_NORMALIZE, O_LOG_EVERY,
     O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
@@ -434,6 +437,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "keep-checkpoints", required_argument, 0, O_KEEP_CKPT },
         { "resume", required_argument, 0, O_RESUME },
         { "backend", required_argument, 0, O_BACKEND },
+        { "flush-denormals", no_argument, 0, O_FLUSH_DENORMALS },
         { "threads", required_argument, 0, O_THREADS },
         { "plan", no_argument, 0, O_PLAN },
         { "plan-steps", required_argument, 0, O_PLAN_STEPS },
@@ -550,6 +554,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_PLAN_STEPS: if (parse_int(opt, optarg, 1, 64, &iv, err, errlen)) return -1; o->plan_steps = (int)iv; break;
         case O_VERIFY: o->verify = 1; break;
         case O_LAYER_TIMES: o->layer_times = 1; break;
+        case O_FLUSH_DENORMALS: o->flush_denormals = 1; break;
         case O_EVAL_EVERY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->eval_every = (int)iv; break;
         case O_QUIET: o->quiet = 1; break;
         case O_TIMEOUT: if (parse_int(opt, optarg, 0, 1000000, &iv, err, errlen)) return -1; o->timeout = (int)iv; break;
@@ -590,6 +595,11 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
                  !strcmp(o->resume, "latest") && !o->checkpoint_every_steps &&
                  o->keep_checkpoints == 1 ? "the name whose checkpoints it looks for"
                                           : "the name of the checkpoints");
+        return -1;
+    }
+    if (o->flush_denormals && strcmp(o->backend, "cpu")) {
+        snprintf(err, errlen, "--flush-denormals sets the CPU's arithmetic; the CUDA kernels keep "
+                 "IEEE denormals: drop it or use --backend cpu");
         return -1;
     }
     if (o->log_every && !o->metrics[0]) {
@@ -747,6 +757,10 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
     if (o->warmup_steps) {
         h = hash_bytes(h, "warmup", 6);
         h = hash_bytes(h, &o->warmup_steps, sizeof o->warmup_steps);
+    }
+    if (o->flush_denormals) {   /* another arithmetic: other bits */
+        h = hash_bytes(h, "flush_denormals", 15);
+        h = hash_bytes(h, &o->flush_denormals, sizeof o->flush_denormals);
     }
     if (o->norm_count) {
         h = hash_bytes(h, "normalize", 9);
