@@ -22,7 +22,8 @@
 
 #include "cdp/backend.h"
 
-#if defined(__x86_64__) || defined(__i386__)
+/* x86-64 only: i386's float math may run on the x87, which MXCSR does not govern */
+#if defined(__x86_64__)
 #include <xmmintrin.h>
 #define MXCSR_FTZ 0x8000u /* results that would be denormal are zero */
 #define MXCSR_DAZ 0x0040u /* denormal inputs read as zero */
