@@ -13,6 +13,7 @@
 #include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
 #include "cdp/json.h"
+#include "check_run.h"
 
 static char g_dir[64];
 
@@ -967,10 +968,7 @@ int main(void)
     tcase_add_test(tj, test_json_parse);
     tcase_add_test(tj, test_json_write);
     suite_add_tcase(s, tj);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(s);
     nftw(g_dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

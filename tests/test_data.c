@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "check_run.h"
 
 static char tmpdir[256];
 
@@ -1671,10 +1672,7 @@ int main(void)
         perror("mkdtemp");
         return EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(data_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(data_suite());
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

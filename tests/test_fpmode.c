@@ -10,6 +10,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include "cdp/backend.h"
+#include "check_run.h"
 
 #define TEAM_MAX 64
 #define SCALE 1048576.0f /* 2^20: a denormal times this is a normal float */
@@ -119,9 +120,6 @@ int main(void)
     tcase_add_test(tc, ieee_by_default);
     tcase_add_test(tc, flush_reaches_every_thread);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -14,6 +14,7 @@
 #include "mlp_view.h"
 #include "cdp/rng.h"
 #include "check_util.h"
+#include "check_run.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1044,9 +1045,6 @@ static Suite *kernels_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(kernels_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(kernels_suite());
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

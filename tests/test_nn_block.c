@@ -48,6 +48,7 @@
 #include "cdp/rng.h"
 #include "check_util.h"
 #include "ref_norm.h"
+#include "check_run.h"
 
 /* ck_assert_msg without its bookkeeping on success (a write per passing
  * check, too slow in loops over every element) */
@@ -1163,9 +1164,6 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(suite());
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -47,6 +47,7 @@
 #include "check_util.h"
 #include "../src/cpu/cpu_internal.h"   /* cdp_cpu_conv_direct*: the path switches */
 #include "ref_norm.h"
+#include "check_run.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -2025,9 +2026,6 @@ int main(void)
            "conv_dnnl_threads, conv_dnnl_policy, conv_dnnl_cache_keeps_both_slot_sizes (built without oneDNN: configure "
            "--with-dnnl)\n");
 #endif
-    SRunner *sr = srunner_create(nn_kernels_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(nn_kernels_suite());
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

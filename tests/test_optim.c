@@ -10,6 +10,7 @@
 #include "cdp/backend.h"
 #include "cdp/optim.h"
 #include "cdp/options.h"
+#include "check_run.h"
 
 /* cdp_sgd_lr as it was before the optimizer description: the step schedule
  * must keep these bits */
@@ -355,9 +356,6 @@ int main(void)
     tcase_add_test(tc, sgd_three_updates_by_hand);
     tcase_add_test(tc, sgd_gradient_scale);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -11,6 +11,7 @@
 #include "cdp/model.h"
 #include "mlp_view.h"
 #include "cdp/reference.h"
+#include "check_run.h"
 
 /* one micro-batch: loss gradient of the whole MLP into g (layout of cdp_model),
  * with stage l's parameters taken from w[l] (a full parameter vector) */
@@ -142,9 +143,6 @@ int main(void)
     tcase_add_test(tc, reference_cdp_v1);
     tcase_add_test(tc, reference_cdp_v2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

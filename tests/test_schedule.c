@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cdp/schedule.h"
+#include "check_run.h"
 
 /* qsort as libcdp sees it: the C library's, counting the calls with a null
  * base.  glibc declares qsort's base nonnull, so qsort(NULL, 0, ...) is
@@ -512,9 +513,6 @@ int main(void)
     tcase_add_test(tc, large_plan_is_cheap);
     tcase_add_test(tc, empty_programs);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = check_run(su);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
