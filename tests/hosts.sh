@@ -29,8 +29,10 @@
 # content, as a node-local disk) and CDP_HOSTS_SH (this script).
 #
 # As a library (`. tests/hosts.sh`): hosts_up K (after setting the HOSTS_*
-# variables below), hosts_exec HOST CMD..., hosts_link HOST up|down,
-# hosts_pids HOST, hosts_down; hosts_up installs the trap that removes it all.
+# variables below), hosts_exec I CMD... (CMD on host I, with the variables
+# above; this shell's own environment keeps Open MPI on this machine, and
+# CDP_NODE_LOCAL names the node-local directory), hosts_link I up|down,
+# hosts_pids I, hosts_down; hosts_up installs the trap that removes it all.
 
 HOSTS_SLOTS=${HOSTS_SLOTS:-2}
 HOSTS_RATE=${HOSTS_RATE:-}
@@ -38,6 +40,7 @@ HOSTS_DELAY=${HOSTS_DELAY:-}
 HOSTS_LOSS=${HOSTS_LOSS:-}
 HOSTS_ENV=${HOSTS_ENV:-}       # "HOST=VAR=VALUE ..." (no spaces in a value)
 HOSTS_DIR=
+HOSTS_ENV_VARS=()
 HOSTS_K=0
 HOSTS_PREFIX=
 HOSTS_NET=198.18.0              # the bridge's /24; host i is .i
@@ -128,14 +131,17 @@ hosts_up() {
         echo "node$i slots=$HOSTS_SLOTS" >>"$HOSTS_DIR/hostfile"
     done
     hosts_write_agent
-    export CDP_HOSTS_DIR=$HOSTS_DIR CDP_NODE_LOCAL=$HOSTS_DIR/local
-    export CDP_HOSTS="$(seq -f 'node%g' -s ' ' "$HOSTS_K")"
-    export OMPI_MCA_plm_rsh_agent="$HOSTS_DIR/rsh"
-    export OMPI_MCA_plm_rsh_no_tree_spawn=1      # every daemon started from host 1
-    export OMPI_MCA_orte_default_hostfile="$HOSTS_DIR/hostfile"
-    export OMPI_MCA_btl_tcp_if_include="$HOSTS_NET.0/24"
-    export OMPI_MCA_oob_tcp_if_include="$HOSTS_NET.0/24"
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # what a command on the hosts sees (hosts_exec): not exported here, so
+    # that mpirun started outside the hosts stays on this machine
+    HOSTS_ENV_VARS=(CDP_HOSTS_DIR="$HOSTS_DIR" CDP_NODE_LOCAL="$HOSTS_DIR/local"
+        CDP_HOSTS="$(seq -f 'node%g' -s ' ' "$HOSTS_K")"
+        OMPI_MCA_plm_rsh_agent="$HOSTS_DIR/rsh"
+        OMPI_MCA_plm_rsh_no_tree_spawn=1       # every daemon started from host 1
+        OMPI_MCA_orte_default_hostfile="$HOSTS_DIR/hostfile"
+        OMPI_MCA_btl_tcp_if_include="$HOSTS_NET.0/24"
+        OMPI_MCA_oob_tcp_if_include="$HOSTS_NET.0/24"
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+    CDP_NODE_LOCAL=$HOSTS_DIR/local
     # wait until every host answers on the bridge (the agent's own probe)
     for i in $(seq "$HOSTS_K"); do
         hosts_exec 1 "$HOSTS_DIR/reach" "$HOSTS_NET.$i" 5 \
@@ -190,9 +196,10 @@ EOF
 }
 
 # hosts_exec I COMMAND...: COMMAND on host I (its namespaces), this
-# environment kept
+# environment kept, with Open MPI pointed at the hosts (OMPI_MCA_*) and
+# CDP_HOSTS_DIR, CDP_HOSTS and CDP_NODE_LOCAL set
 hosts_exec() {
-    "$HOSTS_DIR/on_host" "$@"
+    env "${HOSTS_ENV_VARS[@]}" "$HOSTS_DIR/on_host" "$@"
 }
 
 # hosts_link I up|down: host I's link (its cable pulled or put back)

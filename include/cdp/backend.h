@@ -239,6 +239,12 @@ typedef struct cdp_backend {
 
     /* Human-readable description for the banner (BLAS kernel, threads, device). */
     const char *(*describe)(void);
+    /* What decides this backend's bits, as "field: value" lines, the first
+     * "backend: NAME": the BLAS kernel, the GEMM split and the convolution
+     * paths; the device and its libraries.  Ranks whose lines differ would
+     * not compute the weights of any single run (threads are not in it:
+     * the bits do not depend on them). */
+    const char *(*numerics)(void);
 
     /* Optional: host memory for staging MPI messages when MPI cannot read
      * the backend's memory (pinned memory on GPUs).  NULL: malloc/free. */
@@ -264,6 +270,13 @@ void cdp_backend_cpu_preinit(int argc, char **argv);
 /* Name of the kernel the BLAS library runs (openblas_get_corename(), e.g.
  * "SkylakeX", "Haswell", "Prescott"), for the banner. */
 const char *cdp_cpu_blas_kernel(void);
+
+/* The GEMM split (kernels_cpu.c) this machine would pick: CDP_GEMM_SPLIT,
+ * else its CPUs online rounded down to a power of two, at most 8; and the
+ * one the next cdp_backend_cpu uses instead (0: its own), so that ranks on
+ * hosts of different CPU counts can use rank 0's and agree bit for bit. */
+int cdp_cpu_gemm_split_default(void);
+void cdp_cpu_use_gemm_split(int split);
 
 /* GPU backend; NULL with a message in err when this build has no CUDA or no
  * usable device. */

@@ -21,6 +21,14 @@ enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS
 #define CDP_EXIT_STALLED 4
 /* Seconds a rank the watchdog asks gets to answer. */
 #define CDP_WATCHDOG_GRACE_S 2
+/* Seconds the watchdog leaves the launcher, after naming a silent rank on
+ * another host, to notice that host's loss itself before MPI_Abort: an
+ * mpirun told to abort while one of its daemons is cut off waits for that
+ * daemon as long as TCP retransmits (about 15 minutes), whereas its own
+ * keepalive ends the job as soon as it notices the lost daemon. */
+#define CDP_WATCHDOG_HOST_WAIT_S 15
+/* Longest host name kept (longer ones are cut). */
+#define CDP_HOST_MAX 64
 
 /* Bytes one rank is counted for in a collective of n bytes over P ranks. */
 double cdp_comm_allreduce_bytes(int P, double n);
@@ -49,13 +57,24 @@ typedef struct cdp_comm {
     int64_t *tick_bytes;            /* bytes posted per tick of the current segment (or NULL) */
     int ntick_bytes;
     int cur_tick;
+    /* where the ranks run, gathered by cdp_comm_init: rank r is on host
+     * host_of[r] of nhosts, numbered in the order of their lowest rank */
+    int nhosts;
+    int *host_of;                       /* [size] */
+    char (*host_name)[CDP_HOST_MAX];    /* [nhosts] */
+    int *host_cpus;                     /* [nhosts]: CPUs online there */
     /* the watchdog (--timeout): 0 seconds and wd NULL when off */
     int timeout;
     cdp_comm_what what;
     struct cdp_watchdog *wd;
 } cdp_comm;
 
+/* Collective: ranks, nodes and the host table.  cdp_comm_free releases
+ * what it allocated. */
 int cdp_comm_init(cdp_comm *c, MPI_Comm comm);
+void cdp_comm_free(cdp_comm *c);
+/* The name of rank r's host. */
+const char *cdp_comm_host(const cdp_comm *c, int r);
 int cdp_comm_tag(int kind, int stage);
 
 /* Nonblocking point to point of n bytes; counted on send. */

@@ -18,6 +18,7 @@ typedef struct cdp_options {
     cdp_framework framework;
     int deterministic;
     int flush_denormals;     /* --flush-denormals: CPU flush-to-zero (src/cpu/fpmode.c) */
+    int allow_mixed;         /* --allow-mixed-numerics: ranks of different numerics may run */
     int epochs;
     int64_t steps;           /* 0: epochs * steps_per_epoch */
     double lr, momentum, weight_decay, lr_gamma;
@@ -73,6 +74,10 @@ void cdp_options_help(FILE *f);
  * excepted), else the same real directory and name, symbolic links
  * followed.  Inputs may equal outputs (--checkpoint F --resume F). */
 int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen);
+/* Rank 0, before training: 0, or -1 with one line in err when the directory
+ * of --checkpoint or --save-weights does not exist or cannot be written
+ * (rank 0 writes them, at the end: found now, not after the run). */
+int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen);
 /* A hash of every option that must agree across ranks. */
 uint64_t cdp_options_hash(const cdp_options *o);
 /* A hash of the options that fix the numerics (checkpoints must match). */

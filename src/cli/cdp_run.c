@@ -25,6 +25,7 @@
 #include "cdp/model.h"
 #include "cdp/options.h"
 #include "cdp/plan.h"
+#include "cdp/preflight.h"
 #include "cdp/reference.h"
 #include "cdp/layer_times.h"
 #include "cdp/report.h"
@@ -69,14 +70,20 @@ static int agreed_stop(double loss_sum, int *bad, int64_t k)
 /* Exit status of a run whose loss went non-finite. */
 #define DIVERGED 3
 
-/* 1 when any rank failed; the lowest failing rank prints its message. */
+/* 1 when any rank failed; the lowest failing rank prints its message,
+ * naming its host when the job spans hosts and not every rank failed (the
+ * host that lacks a file, say). */
 static int any_failed(int failed, const char *msg)
 {
-    int key = failed ? comm.rank : comm.size, lowest;
-    MPI_Allreduce(&key, &lowest, 1, MPI_INT, MPI_MIN, comm.comm);
+    int in[2] = { failed ? comm.rank : comm.size, failed != 0 }, out[2];
+    MPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, comm.comm);
+    const int lowest = out[0], all = out[1];
     if (lowest == comm.size)
         return 0;
-    if (comm.rank == lowest)
+    if (comm.rank == lowest && comm.nhosts > 1 && !all)
+        fprintf(stderr, "cdp_run: error: host %s (rank %d): %s\n", cdp_comm_host(&comm, lowest),
+                lowest, msg);
+    else if (comm.rank == lowest)
         fprintf(stderr, "cdp_run: error: %s\n", msg);
     return 1;
 }
@@ -209,6 +216,7 @@ typedef struct run {
     double log_stats[3], log_time;  /* --log-every: the window since the last line */
     int64_t log_steps;
     cdp_layer_times lt;           /* --layer-times */
+    cdp_preflight pf;             /* every rank's numerics identity (rank 0) */
     char err[1024];
 } run;
 
@@ -229,10 +237,14 @@ static int phase_options(run *r, int argc, char **argv)
     }
     bad = cdp_options_check_outputs(o, r->err, sizeof r->err);   /* before anything is written */
     FAIL_IF(bad, r->err);
+    bad = r->root && !o->plan && cdp_options_check_output_dirs(o, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
     uint64_t h = cdp_options_hash(o), hmin, hmax;
     MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, comm.comm);
     MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, comm.comm);
-    FAIL_IF(hmin != hmax, "the ranks were started with different options");
+    if (hmin != hmax)
+        cdp_preflight_options(&comm, h, argc, argv, r->err, sizeof r->err);
+    FAIL_IF(hmin != hmax, r->err);
     r->P = comm.size;
     r->N = o->workers ? o->workers : (r->P > 4 ? r->P : 4);
     return 0;
@@ -338,6 +350,46 @@ static int read_checkpoint(run *r, char *path, size_t pathlen)
 
 /* Schedule roles, backend, data, the model on the data, parameters (seed,
  * --init-weights, --resume), the executor, --metrics and the banner. */
+/* CRC-32C of a data set's samples and labels, training then test set. */
+static uint32_t data_crc32c(const cdp_data *d)
+{
+    const cdp_dataset *set[2] = { &d->train, &d->test };
+    uint32_t crc = 0;
+    for (int i = 0; i < 2; i++) {
+        crc = cdp_crc32c(crc, set[i]->pixels, (size_t)set[i]->n * (size_t)set[i]->dim);
+        crc = cdp_crc32c(crc, set[i]->labels, (size_t)set[i]->n * sizeof *set[i]->labels);
+    }
+    return crc;
+}
+
+/* Every rank computes with the same build, BLAS kernel and convolution
+ * paths, or the job is refused naming what differs where (unless
+ * --allow-mixed-numerics); and under mpirun across hosts, a warning when a
+ * lost host would outlast --timeout.  0, or 1 after the error. */
+static int check_numerics(run *r)
+{
+    char identity[CDP_IDENTITY_MAX], why[2048], warn[1024];
+    cdp_preflight_identity(r->be->numerics(), identity, sizeof identity);
+    int differ = cdp_preflight_numerics(&r->pf, &comm, identity, why, sizeof why);
+    FAIL_IF(differ < 0, "out of memory for the ranks' numerics identities");
+    if (differ && r->o.allow_mixed && r->root)
+        fprintf(stderr, "cdp_run: warning: the ranks compute with different numerics (%s): the "
+                "weights are those of no single run, and this run is not reproducible bit for "
+                "bit (--allow-mixed-numerics)\n", why);
+    if (differ && !r->o.allow_mixed) {
+        char msg[sizeof why + 300];
+        snprintf(msg, sizeof msg, "the ranks would compute with different numerics, and the "
+                 "weights would be those of no single run: %s; give every host the same build and "
+                 "the same kernels (e.g. OPENBLAS_CORETYPE or CDP_CONV_DNNL set alike on all of "
+                 "them), or accept the mix with --allow-mixed-numerics", why);
+        FAIL_IF(1, msg);
+    }
+    cdp_preflight_keepalive(&comm, r->o.timeout, warn, sizeof warn);
+    if (warn[0] && !r->o.quiet)
+        fputs(warn, stderr);
+    return 0;
+}
+
 static int phase_prepare(run *r)
 {
     const cdp_options *o = &r->o;
@@ -355,6 +407,18 @@ static int phase_prepare(run *r)
     MPI_Allreduce(d, dmin, 3, MPI_INT64_T, MPI_MIN, comm.comm);
     MPI_Allreduce(d, dmax, 3, MPI_INT64_T, MPI_MAX, comm.comm);
     FAIL_IF(memcmp(dmin, dmax, sizeof d), "the ranks loaded data sets of different sizes");
+    if (r->P > 1) {
+        /* the same bytes, too: a node-local copy out of date would train
+         * silently on other samples */
+        uint32_t crc = data_crc32c(&r->data), crc0 = crc;
+        MPI_Bcast(&crc0, 1, MPI_UINT32_T, 0, comm.comm);
+        snprintf(r->err, sizeof r->err, "its %s data set%s%.600s differs from rank 0's%s%s "
+                 "(CRC-32C %08x, rank 0's %08x): every rank must read the same files (a "
+                 "node-local copy out of date?)", r->data.name, o->data_dir[0] ? " in " : "",
+                 o->data_dir, comm.nhosts > 1 ? " on host " : "",
+                 comm.nhosts > 1 ? cdp_comm_host(&comm, 0) : "", (unsigned)crc, (unsigned)crc0);
+        FAIL_IF(crc != crc0, r->err);
+    }
     r->spe = r->data.train.n / ((int64_t)r->N * o->batch);
     snprintf(r->err, sizeof r->err, "one step takes %d workers x %d samples = %lld, more than the "
              "%lld training samples", r->N, o->batch, (long long)r->N * o->batch,
@@ -372,10 +436,16 @@ static int phase_prepare(run *r)
 
     const char *why = "--threads";
     r->threads = o->threads ? o->threads : default_threads(&why);
-    if (!strcmp(o->backend, "cuda"))
+    if (!strcmp(o->backend, "cuda")) {
         r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
-    else
+    } else {
+        /* the GEMM split of rank 0's host on every host: the bits then do
+         * not depend on how many CPUs the other hosts have */
+        int split = r->root ? cdp_cpu_gemm_split_default() : 0;
+        MPI_Bcast(&split, 1, MPI_INT, 0, comm.comm);
+        cdp_cpu_use_gemm_split(split);
         r->be = cdp_backend_cpu(r->threads);
+    }
     FAIL_IF(!r->be, r->err);
     if (o->flush_denormals) {
         /* after cdp_backend_cpu, which sized the OpenMP pool the mode must
@@ -383,6 +453,9 @@ static int phase_prepare(run *r)
         bad = cdp_cpu_flush_denormals(r->err, sizeof r->err);
         FAIL_IF(bad, r->err);
     }
+    bad = check_numerics(r);
+    if (bad)
+        return bad;
 
     /* the model on the data's shape and classes */
     cdp_model_free(&r->model);
@@ -466,6 +539,7 @@ static int phase_prepare(run *r)
                (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
                (long long)r->total);
         print_wrapped("  backend ", r->be->describe(), 100);
+        cdp_preflight_print_hosts(stdout, &r->pf, &comm);
         if (o->flush_denormals)
             printf("  arithmetic: denormal floats flushed to zero (--flush-denormals)\n");
         /* SGD with step decay and no warm-up: the banner of before them */
@@ -1003,6 +1077,7 @@ static void release(run *r)
     if (r->have_roles) cdp_schedule_free(&r->roles);
     if (r->x) cdp_exec_destroy(r->x);
     cdp_data_free(&r->data);
+    cdp_preflight_free(&r->pf);
     free(r->params); free(r->final_params); free(r->init_params);
     free(r->prev_params); free(r->optim_state);
     free(r->good[0]); free(r->good[1]); free(r->good[2]);
@@ -1025,6 +1100,7 @@ int main(int argc, char **argv)
     if (!rc) rc = phase_results(&r);
     release(&r);
     cdp_comm_finalize(&comm);
+    cdp_comm_free(&comm);
     MPI_Finalize();
     return rc == RUN_DONE ? 0 : rc;
 }

@@ -42,6 +42,13 @@ static const char *cpu_describe(void)
     return cpu_desc;
 }
 
+static char cpu_numerics_text[384];
+
+static const char *cpu_numerics(void)
+{
+    return cpu_numerics_text;
+}
+
 static const cdp_backend cpu_backend = {
     .name = "cpu",
     .host_memory = 1,
@@ -90,6 +97,7 @@ static const cdp_backend cpu_backend = {
     .sum_rows = cdp_cpu_sum_rows,
     .copy_rows = cdp_cpu_copy_rows,
     .describe = cpu_describe,
+    .numerics = cpu_numerics,
 };
 
 /* Most column blocks per GEMM (kernels_cpu.c).  The bits of a GEMM depend on
@@ -100,7 +108,7 @@ static const cdp_backend cpu_backend = {
  * changes per rank), rounded down to a power of two, at most 8.  More blocks
  * than threads cost a little (each block packs its own copy of the shared
  * operand: ~2-5% for 2 blocks on one thread, ~10% for 4 at 1024 columns). */
-static int gemm_split_default(void)
+int cdp_cpu_gemm_split_default(void)
 {
     const char *e = getenv("CDP_GEMM_SPLIT");
     if (e && *e) {
@@ -115,6 +123,13 @@ static int gemm_split_default(void)
     while (s * 2 <= n && s * 2 <= 8)
         s *= 2;
     return s;
+}
+
+static int gemm_split_used;
+
+void cdp_cpu_use_gemm_split(int split)
+{
+    gemm_split_used = split;
 }
 
 /* CDP_CONV_DNNL=0|1|2: oneDNN's convolutions never, on 3x3 with >= 16
@@ -159,7 +174,7 @@ const cdp_backend *cdp_backend_cpu(int threads)
     if (threads <= 0)
         threads = cpus;
     cdp_cpu_set_threads(threads);
-    cdp_cpu_gemm_split = gemm_split_default();
+    cdp_cpu_gemm_split = gemm_split_used > 0 ? gemm_split_used : cdp_cpu_gemm_split_default();
     /* CDP_CONV_DIRECT=0|1|2: the direct 3x3 convolution never, on the
      * measured shapes (default), on every shape it supports (A/B runs) */
     const char *cd = getenv("CDP_CONV_DIRECT");
@@ -187,5 +202,10 @@ const cdp_backend *cdp_backend_cpu(int threads)
         n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", conv %s", conv_paths());
     if (n > 0 && (size_t)n < sizeof cpu_desc && note[0])
         snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, " (set by cdp: %s)", note);
+    snprintf(cpu_numerics_text, sizeof cpu_numerics_text,
+             "backend: cpu\nBLAS: %s kernel %s\nGEMM split: %d\nconvolutions: %s%s%s",
+             cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), cdp_cpu_gemm_split, conv_paths(),
+             cdp_cpu_conv_dnnl > 0 ? ", oneDNN ISA " : "",
+             cdp_cpu_conv_dnnl > 0 ? cdp_cpu_dnnl_isa() : "");
     return &cpu_backend;
 }

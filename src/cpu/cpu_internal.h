@@ -108,6 +108,8 @@ int cdp_cpu_conv_dnnl_use(const struct cdp_conv_shape *s);
 int cdp_cpu_conv_dnnl_supported(const struct cdp_conv_shape *s);
 /* "oneDNN 2.6.3", or NULL without HAVE_DNNL */
 const char *cdp_cpu_dnnl_version(void);
+/* The instruction set oneDNN's kernels use here ("avx512_core", ...). */
+const char *cdp_cpu_dnnl_isa(void);
 size_t cdp_cpu_conv_dnnl_ws_floats(const struct cdp_conv_shape *s);
 void cdp_cpu_conv2d_dnnl_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
                              const float *b, float *y, float *ws);

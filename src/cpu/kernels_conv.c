@@ -82,6 +82,11 @@ const char *cdp_cpu_dnnl_version(void)
 {
     return NULL;
 }
+
+const char *cdp_cpu_dnnl_isa(void)
+{
+    return "none";
+}
 #endif
 
 /* below this many multiply-adds a convolution runs on one thread */

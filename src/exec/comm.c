@@ -1,10 +1,50 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include "cdp/clock.h"
 #include "cdp/comm.h"
+
+/* Every rank's host name and CPU count, to all ranks; hosts numbered by
+ * their lowest rank.  0, or -1 out of memory (on any rank: then on all). */
+static int gather_hosts(cdp_comm *c)
+{
+    struct { char name[CDP_HOST_MAX]; int cpus; } mine, *all;
+    memset(&mine, 0, sizeof mine);
+    if (gethostname(mine.name, sizeof mine.name - 1) != 0)
+        snprintf(mine.name, sizeof mine.name, "?");
+    mine.name[sizeof mine.name - 1] = '\0';
+    mine.cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const size_t P = (size_t)c->size;
+    all = malloc(P * sizeof *all);
+    c->host_of = malloc(P * sizeof *c->host_of);
+    c->host_name = malloc(P * sizeof *c->host_name);
+    c->host_cpus = malloc(P * sizeof *c->host_cpus);
+    int bad = !all || !c->host_of || !c->host_name || !c->host_cpus, any;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, c->comm);
+    if (any) {
+        free(all);
+        cdp_comm_free(c);
+        return -1;
+    }
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->comm);
+    c->nhosts = 0;
+    for (size_t r = 0; r < P; r++) {
+        int h = 0;
+        while (h < c->nhosts && strcmp(c->host_name[h], all[r].name) != 0)
+            h++;
+        if (h == c->nhosts) {
+            memcpy(c->host_name[h], all[r].name, CDP_HOST_MAX);
+            c->host_cpus[h] = all[r].cpus;
+            c->nhosts++;
+        }
+        c->host_of[r] = h;
+    }
+    free(all);
+    return 0;
+}
 
 int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
 {
@@ -25,7 +65,25 @@ int cdp_comm_init(cdp_comm *c, MPI_Comm comm)
     c->timeout = 0;
     c->what = (cdp_comm_what){ "?", -1, -1, -1, -1, -1 };
     c->wd = NULL;
-    return 0;
+    return gather_hosts(c);
+}
+
+void cdp_comm_free(cdp_comm *c)
+{
+    free(c->host_of);
+    free(c->host_name);
+    free(c->host_cpus);
+    c->host_of = NULL;
+    c->host_name = NULL;
+    c->host_cpus = NULL;
+    c->nhosts = 0;
+}
+
+const char *cdp_comm_host(const cdp_comm *c, int r)
+{
+    if (!c->host_of || r < 0 || r >= c->size)
+        return "?";
+    return c->host_name[c->host_of[r]];
 }
 
 double cdp_comm_allreduce_bytes(int P, double n)
@@ -128,17 +186,42 @@ static void describe(const cdp_comm_what *w, char *buf, size_t len)
     if (w->tick >= 0 && n < (int)len) snprintf(buf + n, len - n, ", tick %d", w->tick);
 }
 
-/* One line naming the rank that stalled, then MPI_Abort. */
+/* " (host node2)" when the job spans hosts, else "" */
+static const char *on_host(const cdp_comm *c, int r, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (c->nhosts > 1 && r >= 0)
+        snprintf(buf, len, " (host %s)", cdp_comm_host(c, r));
+    return buf;
+}
+
+/* After the line naming a silent rank on another host: the launcher's own
+ * detection of the lost host gets CDP_WATCHDOG_HOST_WAIT_S to end the job
+ * (this rank keeps answering the watchdog's questions meanwhile), then
+ * MPI_Abort ends it anyway (a rank stopped on a reachable host). */
+static void wait_for_launcher(cdp_comm *c)
+{
+    const double until = cdp_now_s() + CDP_WATCHDOG_HOST_WAIT_S;
+    while (cdp_now_s() < until) {
+        wd_serve(c);
+        struct timespec ts = { 0, 50000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* One line naming the rank that stalled (and its host), then MPI_Abort. */
 static void wd_stop(cdp_comm *c, int silent, double waited)
 {
-    char what[160], on[64], why[200];
+    char what[160], on[CDP_HOST_MAX + 64], why[CDP_HOST_MAX + 200], h[CDP_HOST_MAX + 16];
     describe(&c->what, what, sizeof what);
     if (c->what.peer >= 0)
-        snprintf(on, sizeof on, "waiting on rank %d", c->what.peer);
+        snprintf(on, sizeof on, "waiting on rank %d%s", c->what.peer,
+                 on_host(c, c->what.peer, h, sizeof h));
     else
         snprintf(on, sizeof on, "in a collective with every rank");
     if (silent >= 0) {
-        snprintf(why, sizeof why, "rank %d does not answer (stopped, stalled or lost)", silent);
+        snprintf(why, sizeof why, "rank %d%s does not answer (stopped, stalled or lost)", silent,
+                 on_host(c, silent, h, sizeof h));
     } else {   /* all alive, and waiting: on whom */
         int q = c->what.peer >= 0 ? c->what.peer : (c->rank + 1) % c->size;
         if (c->wd->their_peer[q] >= 0)
@@ -148,9 +231,12 @@ static void wd_stop(cdp_comm *c, int silent, double waited)
             snprintf(why, sizeof why, "rank %d is alive and waits itself, in a collective "
                      "(a deadlock?)", q);
     }
-    fprintf(stderr, "cdp_run: rank %d: no progress for %.0f s %s (%s); %s; stopping the job "
-            "(--timeout %d)\n", c->rank, waited, on, what, why, c->timeout);
+    fprintf(stderr, "cdp_run: rank %d%s: no progress for %.0f s %s (%s); %s; stopping the job "
+            "(--timeout %d)\n", c->rank, on_host(c, c->rank, h, sizeof h), waited, on, what, why,
+            c->timeout);
     fflush(stderr);
+    if (silent >= 0 && c->host_of && c->host_of[silent] != c->host_of[c->rank])
+        wait_for_launcher(c);
     MPI_Abort(c->comm, CDP_EXIT_STALLED);
 }
 

@@ -112,6 +112,13 @@ static void cu_sync(void)
 
 static char cu_desc[512];
 
+static char cu_numerics_text[384];
+
+static const char *cu_numerics(void)
+{
+    return cu_numerics_text;
+}
+
 static const char *cu_describe(void)
 {
     return cu_desc;
@@ -241,6 +248,11 @@ extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t
                   (double)cdp_cuda_g.prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0),
                   maj, min, pat, rt / 1000, (rt % 1000) / 10, cdp_cuda_cudnn_describe());
 
+    std::snprintf(cu_numerics_text, sizeof cu_numerics_text,
+                  "backend: cuda\ndevice: %s (%s)\nlibraries: cuBLAS %d.%d.%d, CUDA runtime "
+                  "%d.%d, %s", cdp_cuda_g.prop.name, ccbuf, maj, min, pat, rt / 1000,
+                  (rt % 1000) / 10, cdp_cuda_cudnn_describe());
+
     cdp_cuda_g.device = dev;
     cdp_cuda_g.ndevices = count;
     cdp_cuda_g.initialized = 1;
@@ -291,6 +303,7 @@ extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t
     cu_backend.sum_rows = cdp_cuda_sum_rows;
     cu_backend.copy_rows = cdp_cuda_copy_rows;
     cu_backend.describe = cu_describe;
+    cu_backend.numerics = cu_numerics;
     cu_backend.alloc_host = cdp_cuda_alloc_pinned;
     cu_backend.free_host = cdp_cuda_free_pinned;
     return &cu_backend;

@@ -123,6 +123,10 @@ void cdp_options_help(FILE *f)
 "  --flush-denormals      CPU: denormal floats read and written as zero (as\n"
 "                         torch.set_flush_denormal(True)): avoids the slow path some\n"
 "                         CPUs take on them; other bits, deterministic all the same\n"
+"  --allow-mixed-numerics run even when the ranks' builds or BLAS kernels differ\n"
+"                         (hosts of two CPU generations): refused otherwise, as the\n"
+"                         weights would be those of no single run; then a warning\n"
+"                         says the run is not reproducible bit for bit\n"
 "  --threads T            BLAS/OpenMP threads per rank\n"
 "                         [$OMP_NUM_THREADS, else CPUs of the rank / ranks per node]\n"
 "  --plan                 print the timeline, memory and traffic figures; do not train\n"
@@ -385,7 +389,7 @@ enum {
     O_MODEL = 256, O_STAGES, O_WORKERS, O_BATCH, O_RULE, O_FRAMEWORK, O_DET, O_EPOCHS,
     O_STEPS, O_LR, O_MOM, O_WD, O_DECAY, O_GAMMA, O_SEED, O_NOSHUF, O_DATA, O_DATADIR,
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_CKPT_EVERY_STEPS, O_KEEP_CKPT,
-    O_RESUME, O_BACKEND, O_FLUSH_DENORMALS, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_LAYER_TIMES,
+    O_RESUME, O_BACKEND, O_FLUSH_DENORMALS, O_ALLOW_MIXED, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_LAYER_TIMES,
     O_EVAL_EVERY, O_QUIET, O_TIMEOUT, O_AUGMENT, O_NORMALIZE, O_LOG_EVERY,
     O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
 };
@@ -438,6 +442,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "resume", required_argument, 0, O_RESUME },
         { "backend", required_argument, 0, O_BACKEND },
         { "flush-denormals", no_argument, 0, O_FLUSH_DENORMALS },
+        { "allow-mixed-numerics", no_argument, 0, O_ALLOW_MIXED },
         { "threads", required_argument, 0, O_THREADS },
         { "plan", no_argument, 0, O_PLAN },
         { "plan-steps", required_argument, 0, O_PLAN_STEPS },
@@ -555,6 +560,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_VERIFY: o->verify = 1; break;
         case O_LAYER_TIMES: o->layer_times = 1; break;
         case O_FLUSH_DENORMALS: o->flush_denormals = 1; break;
+        case O_ALLOW_MIXED: o->allow_mixed = 1; break;
         case O_EVAL_EVERY: if (parse_int(opt, optarg, 0, 100000, &iv, err, errlen)) return -1; o->eval_every = (int)iv; break;
         case O_QUIET: o->quiet = 1; break;
         case O_TIMEOUT: if (parse_int(opt, optarg, 0, 1000000, &iv, err, errlen)) return -1; o->timeout = (int)iv; break;
@@ -704,6 +710,36 @@ int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen)
     return rc;
 }
 
+int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen)
+{
+    const struct { const char *opt, *path; } out[] = {
+        { "--checkpoint", o->checkpoint }, { "--save-weights", o->save_weights },
+    };
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        if (!out[i].path[0])
+            continue;
+        char dir[PATH_MAX];
+        const char *slash = strrchr(out[i].path, '/');
+        if (!slash)
+            snprintf(dir, sizeof dir, ".");
+        else if (slash == out[i].path)
+            snprintf(dir, sizeof dir, "/");
+        else
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - out[i].path), out[i].path);
+        struct stat st;
+        const char *why = stat(dir, &st) != 0      ? strerror(errno)
+                          : !S_ISDIR(st.st_mode)    ? "not a directory"
+                          : access(dir, W_OK | X_OK) ? strerror(errno)
+                                                     : NULL;
+        if (why) {
+            snprintf(err, errlen, "%s %.900s: the directory %.900s cannot take it (%s); it is "
+                     "written by rank 0, on rank 0's host", out[i].opt, out[i].path, dir, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -789,6 +825,7 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, &o->keep_checkpoints, sizeof o->keep_checkpoints);
     h = hash_bytes(h, o->backend, strlen(o->backend));
     h = hash_bytes(h, &o->timeout, sizeof o->timeout);   /* turning it on is collective */
+    h = hash_bytes(h, &o->allow_mixed, sizeof o->allow_mixed);
     h = hash_bytes(h, &o->plan, sizeof o->plan);
     h = hash_bytes(h, &o->verify, sizeof o->verify);
     h = hash_bytes(h, &o->layer_times, sizeof o->layer_times);   /* its reduction is collective */
