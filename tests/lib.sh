@@ -78,6 +78,81 @@ signal_run() {
     rc=$?
 }
 
+# one_error NP WANT ARGS...: cdp_run ARGS on NP ranks stops within 60 s
+# with a non-zero status and exactly one line "cdp_run: error: ..." on
+# stderr, which matches WANT (a grep pattern); its stdout is left in
+# $TMP/one_error.out
+one_error() {
+    local np=$1 want=$2
+    shift 2
+    local out rc n
+    out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" "$@" 2>&1 >"$TMP/one_error.out")
+    rc=$?
+    n=$(printf '%s\n' "$out" | grep -c '^cdp_run: error:')
+    if [ $rc -eq 124 ]; then
+        fail "np=$np $*: hung"
+    elif [ $rc -eq 0 ]; then
+        fail "np=$np $*: exit 0"
+    elif [ "$n" -ne 1 ]; then
+        fail "np=$np $*: $n error lines: $out"
+    elif ! printf '%s\n' "$out" | grep '^cdp_run: error:' | grep -q -- "$want"; then
+        fail "np=$np $*: error does not mention '$want': $out"
+    else
+        pass "np=$np $*: $(printf '%s\n' "$out" | grep '^cdp_run: error:')"
+    fi
+}
+
+# field JSON KEY: the integer value of KEY in the JSON line (empty if none)
+field() {
+    echo "$1" | sed -n "s/.*\"$2\": \([0-9]*\).*/\1/p"
+}
+
+# run_summary NP ARGS...: cdp_run ARGS on NP ranks; prints the summary line
+# of its --metrics (status 1 when the run failed)
+run_summary() {
+    local np=$1
+    shift
+    rm -f "$TMP/summary.json"
+    run "$np" "$@" --metrics "$TMP/summary.json" >/dev/null || return 1
+    tail -n 1 "$TMP/summary.json"
+}
+
+# plan_traffic NP ARGS...: "TOTAL PEAK", the bytes sent that cdp_run --plan
+# ARGS counts on NP ranks over the --steps K of ARGS (--plan-steps K): the
+# sum of its ticks (listed up to 64 ticks: a short run) and its busiest tick
+plan_traffic() {
+    local np=$1 k= a prev=
+    shift
+    for a in "$@"; do
+        [ "$prev" = --steps ] && k=$a
+        prev=$a
+    done
+    [ -n "$k" ] || return 1
+    timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$CDP" "$@" --plan --plan-steps "$k" 2>/dev/null |
+        awk '/^tick / { on = 1; next }
+             on && NF == 0 { on = 0 }
+             on { s += $4; n++ }
+             /^bytes sent: peak tick / { p = $5; sub(",", "", p) }
+             END { if (!n || p == "") exit 1; printf "%.0f %s\n", s, p }'
+}
+
+# traffic_vs_plan WHAT SUMMARY NP ARGS...: the traffic counters of a run
+# (SUMMARY, its --metrics summary line: bytes sent in total and in the
+# busiest tick, all ranks) are what --plan counts from the timeline for
+# ARGS on NP ranks
+traffic_vs_plan() {
+    local what=$1 sum=$2 np=$3 plan total peak
+    shift 3
+    plan=$(plan_traffic "$np" "$@") || { fail "$what: --plan on $np ranks gave no traffic figures"; return; }
+    total=$(field "$sum" bytes_sent_total)
+    peak=$(field "$sum" bytes_sent_peak_tick)
+    if [ "${total:-0}" -gt 0 ] && [ "$total $peak" = "$plan" ]; then
+        pass "$what: bytes sent $total, busiest tick $peak, as --plan counts them"
+    else
+        fail "$what: bytes sent ${total:-?}, busiest tick ${peak:-?}; --plan: ${plan% *}, ${plan#* }"
+    fi
+}
+
 finish() {
     if [ "$failures" -gt 0 ]; then
         echo "$failures check(s) failed"

@@ -1,70 +1,51 @@
 # Bad input: one clear error line, a non-zero exit on every rank, no hang;
 # outputs that would overwrite each other are refused before any is written.
 . "$(dirname "$0")/lib.sh"
-check() {  # np expected-substring args...
-    local np=$1 want=$2
-    shift 2
-    local out rc n
-    out=$(timeout 60 "$MPIRUN" --oversubscribe -np "$np" "$CDP" "$@" 2>&1 >/dev/null)
-    rc=$?
-    n=$(printf '%s\n' "$out" | grep -c '^cdp_run: error:')
-    if [ $rc -eq 124 ]; then
-        fail "np=$np $*: hung"
-    elif [ $rc -eq 0 ]; then
-        fail "np=$np $*: exit 0"
-    elif [ "$n" -ne 1 ]; then
-        fail "np=$np $*: $n error lines: $out"
-    elif ! printf '%s\n' "$out" | grep '^cdp_run: error:' | grep -q -- "$want"; then
-        fail "np=$np $*: error does not mention '$want': $out"
-    else
-        pass "np=$np $*: $(printf '%s\n' "$out" | grep '^cdp_run: error:')"
-    fi
-}
 printf 'not a weights file' > "$TMP/garbage.st"
 run 1 --data synthetic --model mlp:784-16-10 --steps 1 --quiet --save-weights "$TMP/small.st" >/dev/null \
     || fail "could not write a weights file"
 head -c 100 "$TMP/small.st" > "$TMP/truncated.st"
 for np in 1 3; do
-    check $np "--rule" --rule bogus
-    check $np "--lr" --lr abc
-    check $np "--steps" --steps -1
-    check $np "unknown option" --frobnicate
-    check $np "--model" --model mlp:784-x-10
-    check $np "--stages" --model mlp:784-16-10 --stages 3
-    check $np "dataset-fashion-mnist" --data-dir "$TMP/nowhere"
-    check $np "garbage.st" --data synthetic --init-weights "$TMP/garbage.st"
-    check $np "truncated.st" --data synthetic --model mlp:784-16-10 --init-weights "$TMP/truncated.st"
-    check $np "shape" --data synthetic --model mlp:784-32-10 --init-weights "$TMP/small.st"
-    check $np "missing.st" --data synthetic --init-weights "$TMP/missing.st"
-    check $np "inputs" --model mlp:100-10
-    check $np "--flush-denormals sets the CPU's" --data synthetic --backend cuda --flush-denormals
+    one_error $np "--rule" --rule bogus
+    one_error $np "--lr" --lr abc
+    one_error $np "--steps" --steps -1
+    one_error $np "unknown option" --frobnicate
+    one_error $np "--model" --model mlp:784-x-10
+    one_error $np "--stages" --model mlp:784-16-10 --stages 3
+    one_error $np "dataset-fashion-mnist" --data-dir "$TMP/nowhere"
+    one_error $np "garbage.st" --data synthetic --init-weights "$TMP/garbage.st"
+    one_error $np "truncated.st" --data synthetic --model mlp:784-16-10 --init-weights "$TMP/truncated.st"
+    one_error $np "shape" --data synthetic --model mlp:784-32-10 --init-weights "$TMP/small.st"
+    one_error $np "missing.st" --data synthetic --init-weights "$TMP/missing.st"
+    one_error $np "inputs" --model mlp:100-10
+    one_error $np "--flush-denormals sets the CPU's" --data synthetic --backend cuda --flush-denormals
 done
-check 3 "fewer than the 3 ranks" --data synthetic --workers 2
+one_error 3 "fewer than the 3 ranks" --data synthetic --workers 2
 # a value missing at the end of the line names the option (no control byte)
 mkdir -p "$TMP/fifo" "$TMP/root/fashion-mnist"
 mkfifo "$TMP/fifo/train-images-idx3-ubyte.gz"
 : > "$TMP/fifo/train-labels-idx1-ubyte.gz"
 for np in 1 3; do
-    check $np "--epochs: the value is missing" --data synthetic --epochs
+    one_error $np "--epochs: the value is missing" --data synthetic --epochs
     # each data set has its own directory: mnist never reads fashion-mnist
-    CDP_DATA_DIR="$TMP/root" check $np "root/mnist/train-images-idx3-ubyte" --data mnist
+    CDP_DATA_DIR="$TMP/root" one_error $np "root/mnist/train-images-idx3-ubyte" --data mnist
     # a FIFO in place of an IDX file: refused at once, not waited on
-    check $np "FIFO" --data-dir "$TMP/fifo"
+    one_error $np "FIFO" --data-dir "$TMP/fifo"
 done
-check 1 "--lr: the value is missing" --data synthetic --lr
-check 1 "--data: the value is missing" --data
-check 1 "--balance: the value is missing" --data synthetic --balance
-check 1 "--balance: expected flops or activations" --data synthetic --balance memory
-check 1 "--data-dir: the value is missing" --data-dir --data synthetic
-check 1 "ossci-datasets" --data mnist --data-dir "$TMP/nowhere"
-check 1 "nowhere/data_batch_1.bin: cannot open" --data cifar10 --data-dir "$TMP/nowhere"
-check 1 "cifar-10-binary.tar.gz" --data cifar10 --data-dir "$TMP/nowhere"
-check 1 "CxHxW" --data synthetic:3x32
-check 1 "n=0" --data synthetic:1x28x28:n=0
-check 1 "more than the 10 training samples" --data synthetic:n=10 --batch 8
-check 1 "--augment" --augment crop=x
-check 1 "--normalize" --normalize 0.5/0
-check 1 "1 channel" --data synthetic --normalize 0.5,0.5/0.2,0.2
+one_error 1 "--lr: the value is missing" --data synthetic --lr
+one_error 1 "--data: the value is missing" --data
+one_error 1 "--balance: the value is missing" --data synthetic --balance
+one_error 1 "--balance: expected flops or activations" --data synthetic --balance memory
+one_error 1 "--data-dir: the value is missing" --data-dir --data synthetic
+one_error 1 "ossci-datasets" --data mnist --data-dir "$TMP/nowhere"
+one_error 1 "nowhere/data_batch_1.bin: cannot open" --data cifar10 --data-dir "$TMP/nowhere"
+one_error 1 "cifar-10-binary.tar.gz" --data cifar10 --data-dir "$TMP/nowhere"
+one_error 1 "CxHxW" --data synthetic:3x32
+one_error 1 "n=0" --data synthetic:1x28x28:n=0
+one_error 1 "more than the 10 training samples" --data synthetic:n=10 --batch 8
+one_error 1 "--augment" --augment crop=x
+one_error 1 "--normalize" --normalize 0.5/0
+one_error 1 "1 channel" --data synthetic --normalize 0.5,0.5/0.2,0.2
 # two outputs naming the same file (any spelling): refused before anything
 # is written; an output equal to an input (--checkpoint F --resume F) is fine
 mkdir -p "$TMP/out"
@@ -74,17 +55,17 @@ ln -s real.json "$TMP/out/alias.json"
 ln -s target.json "$TMP/out/dangling.json"
 short="--data synthetic --model mlp:784-16-10 --workers 4 --batch 8 --steps 2 --quiet"
 for np in 1 3; do
-    check $np "--checkpoint $TMP/out/w.st and --save-weights $TMP/out/w.st name the same file" \
+    one_error $np "--checkpoint $TMP/out/w.st and --save-weights $TMP/out/w.st name the same file" \
         $short --checkpoint "$TMP/out/w.st" --save-weights "$TMP/out/w.st"
-    check $np "--metrics $TMP/out/x.json and --trace $TMP/out/x.json name the same file" \
+    one_error $np "--metrics $TMP/out/x.json and --trace $TMP/out/x.json name the same file" \
         $short --metrics "$TMP/out/x.json" --trace "$TMP/out/x.json"
-    check $np "name the same file" $short --save-weights "$TMP/out/w.st" --trace "$TMP/out/./w.st"
-    check $np "name the same file" $short --metrics "$TMP/out/m.json" --checkpoint "$TMP/outlink/m.json"
-    check $np "name the same file" $short --metrics "$TMP/out/real.json" --trace "$TMP/out/alias.json"
-    check $np "name the same file" $short --checkpoint "$TMP/out/dangling.json" --metrics "$TMP/out/target.json"
-    check $np "name the same file" $short --save-weights "$TMP/out/../out/s.st" --metrics "$TMP/out/a.json" \
+    one_error $np "name the same file" $short --save-weights "$TMP/out/w.st" --trace "$TMP/out/./w.st"
+    one_error $np "name the same file" $short --metrics "$TMP/out/m.json" --checkpoint "$TMP/outlink/m.json"
+    one_error $np "name the same file" $short --metrics "$TMP/out/real.json" --trace "$TMP/out/alias.json"
+    one_error $np "name the same file" $short --checkpoint "$TMP/out/dangling.json" --metrics "$TMP/out/target.json"
+    one_error $np "name the same file" $short --save-weights "$TMP/out/../out/s.st" --metrics "$TMP/out/a.json" \
         --trace "$TMP/out/b.json" --checkpoint "$TMP/outlink/s.st"
-    (failures=0; cd "$TMP/out" && check $np "--metrics rel.json and --trace $TMP/out/rel.json name the same file" \
+    (failures=0; cd "$TMP/out" && one_error $np "--metrics rel.json and --trace $TMP/out/rel.json name the same file" \
         $short --metrics rel.json --trace "$TMP/out/rel.json"; [ $failures -eq 0 ]) || failures=$((failures + 1))
 done
 left=$(cd "$TMP/out" && ls | grep -v -x -e real.json -e alias.json -e dangling.json)

@@ -3,15 +3,10 @@
 # accounting allocator and the comm layer's counters, so a change in what
 # the executor holds or sends shows here).
 . "$(dirname "$0")/lib.sh"
-summary() {  # np rule extra... -> the summary line of --metrics
+summary() {  # np rule extra... -> the summary line of --metrics (lib.sh's run_summary)
     local np=$1 rule=$2
     shift 2
-    run "$np" --data synthetic --quiet --eval-every 0 --steps 3 --rule "$rule" \
-        --metrics "$TMP/m.json" "$@" >/dev/null || return 1
-    tail -n 1 "$TMP/m.json"
-}
-field() {  # json key
-    echo "$1" | sed -n "s/.*\"$2\": \([0-9]*\).*/\1/p"
+    run_summary "$np" --data synthetic --quiet --eval-every 0 --steps 3 --rule "$rule" "$@"
 }
 
 # Activations, one process: mlp:784-512-512-512-10, one layer per stage,
@@ -54,4 +49,7 @@ t_cdp=$(field "$cdp" bytes_sent_peak_tick)
 [ -n "$t_cdp" ] && [ "$t_cdp" -gt 0 ] && [ $((t_cdp * 2)) -le "$t_dp" ] \
     && pass "cdp-v2 peak tick traffic $t_cdp <= half of dp's $t_dp" \
     || fail "cdp-v2 peak tick traffic $t_cdp, dp $t_dp"
+# and the counters are the timeline's, as --plan counts them
+traffic_vs_plan "dp on 4 ranks" "$dp" 4 --data synthetic --steps 3 --rule dp $M
+traffic_vs_plan "cdp-v2 on 4 ranks" "$cdp" 4 --data synthetic --steps 3 --rule cdp-v2 $M
 finish
