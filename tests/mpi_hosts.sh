@@ -26,7 +26,7 @@ trap 'exit 141' PIPE
 # every mpirun starts on node1, placing its ranks with -H $ON
 cat >"$TMP/mpirun" <<EOF
 #!/bin/sh
-exec "$HOSTS_DIR/on_host" 1 "$(command -v "$MPIRUN")" -H "\$ON" "\$@"
+exec env $(printf '%q ' "${HOSTS_ENV_VARS[@]}") "$HOSTS_DIR/on_host" 1 "$(command -v "$MPIRUN")" -H "\$ON" "\$@"
 EOF
 chmod +x "$TMP/mpirun"
 MPIRUN=$TMP/mpirun
