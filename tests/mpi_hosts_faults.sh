@@ -15,7 +15,8 @@
 #      start with one line naming the ranks, hosts and values; accepted with
 #      --allow-mixed-numerics (a warning says the run is not reproducible);
 #      --flush-denormals given to node2's rank only: refused naming the
-#      option, the rank and the host; a smaller GEMM split on node2 only
+#      option, the rank and the host; another build on node2 (the identity
+#      compared, tests/identity_probe) named; a smaller GEMM split on node2 only
 #      (CDP_GEMM_SPLIT) does not change a bit: every host uses rank 0's.
 # Every job runs under `timeout`; the hosts are removed on exit.
 . "$(dirname "$0")/lib.sh"
@@ -184,6 +185,19 @@ if [ $rc -ne 0 ] && echo "$errs" | grep -q 'different options: rank 1 (host node
 else
     fail "--flush-denormals on node2 only: exit $rc: $out"
 fi
+# another cdp build on node2 (the comparison of the build lines; no second
+# build is made): named with its rank and host; the same build everywhere
+# agrees
+PROBE="$top_builddir/tests/identity_probe"
+out=$(on_hosts -np 2 "$PROBE" 1 2>&1)
+if echo "$out" | grep -q '^differ: build: "cdp 0.1.*" on rank 0 (node1), "cdp 0.0.0-other.*" on rank 1 (node2)$'; then
+    pass "another build on node2: $out"
+else
+    fail "another build on node2: $out"
+fi
+out=$(on_hosts -np 2 "$PROBE" -1 2>&1)
+[ "$out" = same ] && pass "one build on both hosts: the same identity" \
+    || fail "one build on both hosts: $out"
 # the GEMM split: a wide model, so that the split changes the bits
 W="--data synthetic --model mlp:784-512-256-10 --workers 2 --batch 64 --steps 3 --eval-every 0 --threads 1 --rule cdp-v2 --quiet"
 CDP_GEMM_SPLIT=1 run 1 $W --save-weights "$TMP/split1.st" >/dev/null || fail "split 1, 1 rank"
