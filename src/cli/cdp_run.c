@@ -76,7 +76,9 @@ static int agreed_stop(double loss_sum, int *bad, int64_t k)
 static int any_failed(int failed, const char *msg)
 {
     int in[2] = { failed ? comm.rank : comm.size, failed != 0 }, out[2];
-    MPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, comm.comm);
+    /* watched: during training (a checkpoint's write) a lost rank must not
+     * hang the others here */
+    cdp_comm_allreduce_watched(&comm, in, out, 2, MPI_INT, MPI_MIN, "the agreement on errors", -1);
     const int lowest = out[0], all = out[1];
     if (lowest == comm.size)
         return 0;

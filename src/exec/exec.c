@@ -663,18 +663,25 @@ static void gather_stages(cdp_exec *x, float *const *host, int nh, int root)
 {
     if (x->holds_all)
         return;   /* every rank has everything (the same on every rank) */
+    /* waited for under the watchdog: a checkpoint is gathered mid-run,
+     * where a lost rank must be named, not waited for */
+    cdp_comm *c = x->comm;
     for (int l = 0; l < x->L; l++) {
-        int h = x->holds[l] ? x->comm->rank : x->comm->size, lowest;
-        MPI_Allreduce(&h, &lowest, 1, MPI_INT, MPI_MIN, x->comm->comm);
+        int h = x->holds[l] ? c->rank : c->size, lowest;
+        cdp_comm_allreduce_watched(c, &h, &lowest, 1, MPI_INT, MPI_MIN, "GATHER_STATE", -1);
         if (lowest == root) continue;
         int n = (int)x->m->stage_n[l];
         for (int j = 0; j < nh; j++) {
             float *dst = host[j] + x->m->stage_off[l];
-            if (x->comm->rank == lowest)
-                MPI_Send(dst, n, MPI_FLOAT, root, CDP_TAG_STATS, x->comm->comm);
-            else if (x->comm->rank == root)
-                MPI_Recv(dst, n, MPI_FLOAT, lowest, CDP_TAG_STATS, x->comm->comm,
-                         MPI_STATUS_IGNORE);
+            MPI_Request r = MPI_REQUEST_NULL;
+            if (c->rank == lowest)
+                MPI_Isend(dst, n, MPI_FLOAT, root, CDP_TAG_STATS, c->comm, &r);
+            else if (c->rank == root)
+                MPI_Irecv(dst, n, MPI_FLOAT, lowest, CDP_TAG_STATS, c->comm, &r);
+            c->what = (cdp_comm_what){ "GATHER_STATE", c->rank == root ? lowest : root, l, -1,
+                                       -1, -1 };
+            if (r != MPI_REQUEST_NULL)
+                cdp_comm_wait(c, &r);
         }
     }
 }
