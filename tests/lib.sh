@@ -117,9 +117,10 @@ run_summary() {
     tail -n 1 "$TMP/summary.json"
 }
 
-# plan_traffic NP ARGS...: "TOTAL PEAK", the bytes sent that cdp_run --plan
-# ARGS counts on NP ranks over the --steps K of ARGS (--plan-steps K): the
-# sum of its ticks (listed up to 64 ticks: a short run) and its busiest tick
+# plan_traffic NP ARGS...: "TOTAL PEAK MEAN", the bytes sent that cdp_run
+# --plan ARGS counts on NP ranks over the --steps K of ARGS (--plan-steps
+# K): the sum of its ticks (listed up to 64 ticks: a short run), its busiest
+# tick and its mean per tick
 plan_traffic() {
     local np=$1 k= a prev=
     shift
@@ -132,8 +133,8 @@ plan_traffic() {
         awk '/^tick / { on = 1; next }
              on && NF == 0 { on = 0 }
              on { s += $4; n++ }
-             /^bytes sent: peak tick / { p = $5; sub(",", "", p) }
-             END { if (!n || p == "") exit 1; printf "%.0f %s\n", s, p }'
+             /^bytes sent: peak tick / { p = $5; sub(",", "", p); m = $9 }
+             END { if (!n || p == "" || m == "") exit 1; printf "%.0f %s %s\n", s, p, m }'
 }
 
 # traffic_vs_plan WHAT SUMMARY NP ARGS...: the traffic counters of a run
@@ -141,15 +142,18 @@ plan_traffic() {
 # busiest tick, all ranks) are what --plan counts from the timeline for
 # ARGS on NP ranks
 traffic_vs_plan() {
-    local what=$1 sum=$2 np=$3 plan total peak
+    local what=$1 sum=$2 np=$3 plan total peak mean
     shift 3
     plan=$(plan_traffic "$np" "$@") || { fail "$what: --plan on $np ranks gave no traffic figures"; return; }
     total=$(field "$sum" bytes_sent_total)
     peak=$(field "$sum" bytes_sent_peak_tick)
-    if [ "${total:-0}" -gt 0 ] && [ "$total $peak" = "$plan" ]; then
-        pass "$what: bytes sent $total, busiest tick $peak, as --plan counts them"
+    mean=$(field "$sum" bytes_sent_mean_tick)
+    # the run's mean is printed to 6 digits, --plan's to the byte
+    if [ "${total:-0}" -gt 0 ] && [ "$total $peak" = "${plan% *}" ] &&
+       awk -v a="${mean:-0}" -v b="${plan##* }" 'BEGIN { d = a - b; exit !(b > 0 && (d < 0 ? -d : d) <= 1e-5 * b) }'; then
+        pass "$what: bytes sent $total, busiest tick $peak, mean tick $mean, as --plan counts them"
     else
-        fail "$what: bytes sent ${total:-?}, busiest tick ${peak:-?}; --plan: ${plan% *}, ${plan#* }"
+        fail "$what: bytes sent ${total:-?}, busiest tick ${peak:-?}, mean tick ${mean:-?}; --plan: $plan"
     fi
 }
 

@@ -613,6 +613,7 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
 {
     const cdp_program *p = &s->prog[x->comm->rank];
     ensure_ticks(x, s->nticks + 1);
+    x->seg_ticks = s->nticks;
     x->comm->tick_bytes = x->tick_bytes;
     x->comm->ntick_bytes = x->ntick;
     int cur = 0;
@@ -764,8 +765,10 @@ void cdp_exec_take_train_stats(cdp_exec *x, double *loss_sum, double *correct, i
     x->samples = 0;
 }
 
-const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n) { *n = x->ntick; return x->tick_act; }
-const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->ntick; return x->tick_bytes; }
+/* the segment's ticks: the slot after them holds no send, and counting it
+ * made the mean bytes per tick differ from --plan's */
+const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n) { *n = x->seg_ticks; return x->tick_act; }
+const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->seg_ticks; return x->tick_bytes; }
 int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x) { return x->mem.reserved_peak; }
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_peak; }

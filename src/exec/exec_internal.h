@@ -79,6 +79,8 @@ struct cdp_exec {
 
     int64_t *tick_act, *tick_bytes;
     int ntick;
+    int seg_ticks;   /* the last segment's ticks, as the schedule counts them
+                      * (tick_act and tick_bytes hold one more, after it) */
 
     cdp_comm_what cur;          /* the instruction being executed */
 
