@@ -74,9 +74,11 @@ void cdp_options_help(FILE *f);
  * excepted), else the same real directory and name, symbolic links
  * followed.  Inputs may equal outputs (--checkpoint F --resume F). */
 int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen);
-/* Rank 0, before training: 0, or -1 with one line in err when the directory
- * of --checkpoint or --save-weights does not exist or cannot be written
- * (rank 0 writes them, at the end: found now, not after the run). */
+/* Rank 0, before training: 0, or -1 with one line in err when an output
+ * names what cannot be written (a directory, a block device: cdp/output.h)
+ * or when the directory of --checkpoint or --save-weights, unless written
+ * in place, does not exist or cannot be written (rank 0 writes them, at the
+ * end: found now, not after the run). */
 int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen);
 /* A hash of every option that must agree across ranks. */
 uint64_t cdp_options_hash(const cdp_options *o);

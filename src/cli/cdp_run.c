@@ -24,6 +24,7 @@
 #include "cdp/exec.h"
 #include "cdp/model.h"
 #include "cdp/options.h"
+#include "cdp/output.h"
 #include "cdp/plan.h"
 #include "cdp/preflight.h"
 #include "cdp/reference.h"
@@ -199,6 +200,8 @@ typedef struct run {
     cdp_exec_config xc;
     cdp_exec *x;
     FILE *metrics;
+    char metrics_err[1024];   /* the first failed write to it ("" none), reported at the
+                               * next agreed check (metrics_written) */
     cdp_figures fig;
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
@@ -697,6 +700,18 @@ static void progress(run *r, int64_t k_end, const double ep_stats[3], double ep_
     fflush(stdout);
 }
 
+/* Rank 0, right after writing --metrics lines: the first write that failed
+ * (a full disk), kept with its errno for the next agreed check.  0, or 1
+ * once one has failed. */
+static int metrics_written(run *r)
+{
+    if (r->metrics && !r->metrics_err[0] &&
+        cdp_output_stream_check(r->metrics, "--metrics", r->o.metrics, r->metrics_err,
+                                sizeof r->metrics_err))
+        return 1;
+    return r->metrics_err[0] != 0;
+}
+
 /* Collective, with --log-every K: after steps K, 2K, ... (segments end
  * there), rank 0 writes a --metrics line of the steps since the last one:
  * their mean training loss and accuracy over every worker, samples/s and
@@ -721,7 +736,7 @@ static void log_steps(run *r, const double st[3], double seg_time, int64_t seg_s
                 (long long)r->k, (long long)r->log_steps, (long long)((r->k - 1) / r->spe + 1),
                 cdp_optim_lr(&r->xc.optim, r->k - 1), sum[0] / sum[2], sum[1] / sum[2],
                 (double)r->log_steps * r->N * r->o.batch / r->log_time, r->log_time);
-        fflush(r->metrics);
+        metrics_written(r);
     }
     memset(r->log_stats, 0, sizeof r->log_stats);
     r->log_time = 0;
@@ -969,6 +984,7 @@ static int phase_train(run *r)
             if (!o->quiet) cdp_report_epoch_text(stdout, &line, r->nepochs);
             warn_collapse(r, &line);
             if (r->metrics) cdp_report_epoch_json(r->metrics, &line);
+            metrics_written(r);
         }
         FAIL_IF(eval_failed, "the test-set evaluation failed (see the message above)");
         MPI_Bcast(&eval_bad, 1, MPI_INT, 0, comm.comm);
@@ -980,6 +996,9 @@ static int phase_train(run *r)
                                  step_checkpoint_due(r, k)) &&
             write_checkpoint(r, k))
             return 1;
+        /* the epoch's lines (and --log-every's) reached the file: a full
+         * disk stops the run here, after the checkpoint, not at its end */
+        FAIL_IF(r->root && metrics_written(r), r->metrics_err);
         if (stop) {
             if (r->root) {
                 const char *name = stop == SIGINT ? "SIGINT" : "SIGTERM";
@@ -1056,6 +1075,7 @@ static int phase_results(run *r)
         cdp_report_summary(o->quiet ? NULL : stdout, r->metrics, &r->fig, cdp_rule_name(o->rule),
                            cdp_framework_name(o->framework), r->P, r->N, r->L, o->batch,
                            r->test_loss, r->test_acc, r->samples_s);
+        metrics_written(r);
         char acc_text[32] = "none";   /* not evaluated */
         if (r->test_acc >= 0)
             snprintf(acc_text, sizeof acc_text, "%.4f", r->test_acc);
@@ -1066,8 +1086,18 @@ static int phase_results(run *r)
     if (o->layer_times) {
         cdp_report_layer_times(&comm, &r->lt, &r->model, &r->fig, o->quiet ? NULL : stdout,
                                r->metrics);
+        metrics_written(r);   /* rank 0's: the other ranks have none */
         r->model.times = NULL;   /* not the serial reference's layers */
     }
+    if (r->root && r->metrics) {   /* its last lines written, or the first failure */
+        if (!metrics_written(r))
+            cdp_output_stream_close(r->metrics, "--metrics", o->metrics, r->metrics_err,
+                                    sizeof r->metrics_err);
+        else
+            fclose(r->metrics);
+        r->metrics = NULL;
+    }
+    FAIL_IF(r->root && r->metrics_err[0], r->metrics_err);
     FAIL_IF(o->verify && r->root && verify(r), r->err);
     return 0;
 }

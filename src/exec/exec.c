@@ -55,6 +55,42 @@ static size_t state_bytes(const cdp_exec *x, int l)
     return cdp_optim_state_floats(&x->cfg.optim, x->m->stage_n[l]) * sizeof(float);
 }
 
+/* One zeroed per-stage array of L entries of size bytes each. */
+static void *stage_array(const cdp_exec *x, size_t size)
+{
+    void *p = calloc((size_t)x->L, size);
+    if (!p) abort();
+    return p;
+}
+
+/* The per-stage arrays, one entry per stage of the model: no fixed
+ * maximum here, so every stage count a model can be cut into runs. */
+static void stage_arrays_alloc(cdp_exec *x)
+{
+    x->param[0] = stage_array(x, sizeof *x->param[0]);
+    x->param[1] = stage_array(x, sizeof *x->param[1]);
+    x->mom = stage_array(x, sizeof *x->mom);
+    x->full = stage_array(x, sizeof *x->full);
+    x->acc = stage_array(x, sizeof *x->acc);
+    x->borrowed = stage_array(x, sizeof *x->borrowed);
+    x->borrowed_version = stage_array(x, sizeof *x->borrowed_version);
+    x->reuse_grad = stage_array(x, sizeof *x->reuse_grad);
+    x->zeroed = stage_array(x, sizeof *x->zeroed);
+    x->dead_zeroed = stage_array(x, sizeof *x->dead_zeroed);
+    x->slot_version[0] = stage_array(x, sizeof *x->slot_version[0]);
+    x->slot_version[1] = stage_array(x, sizeof *x->slot_version[1]);
+    x->nslots = stage_array(x, sizeof *x->nslots);
+    x->updates = stage_array(x, sizeof *x->updates);
+}
+
+static void stage_arrays_free(cdp_exec *x)
+{
+    free(x->param[0]); free(x->param[1]); free(x->mom); free(x->full); free(x->acc);
+    free(x->borrowed); free(x->borrowed_version); free(x->reuse_grad); free(x->zeroed);
+    free(x->dead_zeroed); free(x->slot_version[0]); free(x->slot_version[1]); free(x->nslots);
+    free(x->updates);
+}
+
 cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *err, size_t errlen)
 {
     cdp_exec *x = calloc(1, sizeof *x);
@@ -83,6 +119,7 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
             free(x);
             return NULL;
         }
+    stage_arrays_alloc(x);
     const cdp_backend *be = x->be;
     cdp_actmem_init(&x->state, be);
     cdp_actmem_init(&x->mem, be);
@@ -199,6 +236,7 @@ void cdp_exec_destroy(cdp_exec *x)
     x->be->free(x->input_ws);
     if (x->stage_comm != MPI_COMM_NULL) MPI_Comm_free(&x->stage_comm);
     free(x->holds);
+    stage_arrays_free(x);
     free(x->act); free(x->dact); free(x->in_act); free(x->x); free(x->labels); free(x->act_bytes);
     free(x->host_pixels); free(x->host_labels);
     free(x->pend); free(x->defer); free(x->tick_act); free(x->tick_bytes); free(x->ev);

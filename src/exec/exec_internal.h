@@ -36,26 +36,28 @@ struct cdp_exec {
     int stage_comm_size;        /* its ranks (0: none) */
 
     cdp_actmem state, mem;
-    float *param[2][CDP_MAX_LAYERS], *mom[CDP_MAX_LAYERS], *full[CDP_MAX_LAYERS];
-    float *acc[CDP_MAX_LAYERS], *borrowed[CDP_MAX_LAYERS][2];
-    int64_t borrowed_version[CDP_MAX_LAYERS][2];
+    /* the per-stage arrays below have L entries each (stage_arrays_alloc):
+     * sized by the model, whatever number of stages it was cut into */
+    float **param[2], **mom, **full;
+    float **acc, *(*borrowed)[2];
+    int64_t (*borrowed_version)[2];
     float *acc_block;           /* replicated dp: one block, one all-reduce */
     float *scratch, *ws, *input_ws;
     size_t scratch_bytes;       /* the largest stage's gradient */
     int acc_in_place;           /* BWD adds to acc (cdp_model_accumulate_exact) */
-    unsigned char reuse_grad[CDP_MAX_LAYERS];   /* l's full sum is finalized here and its
+    unsigned char *reuse_grad;  /* l's full sum is finalized here and its
                                  * next first contribution made here: APPLY clears it */
-    float *zeroed[CDP_MAX_LAYERS];  /* full[l] after an APPLY that cleared it: the next
+    float **zeroed;             /* full[l] after an APPLY that cleared it: the next
                                  * first backward of l adds to it (NULL: none) */
-    float *dead_zeroed[CDP_MAX_LAYERS];  /* a parameter slot cleared after its version's
+    float **dead_zeroed;        /* a parameter slot cleared after its version's
                                  * last read, for the APPLY that overwrites it */
     int full_transient;         /* zero: full[l] lives from arrival to APPLY */
     int send_slack;             /* ticks a send may outlive its due tick (wait_due) */
     int64_t input_step;         /* the micro-batch input_ws holds: step and worker */
     int input_worker;
-    int64_t slot_version[2][CDP_MAX_LAYERS];
-    int nslots[CDP_MAX_LAYERS];
-    int64_t updates[CDP_MAX_LAYERS];
+    int64_t *slot_version[2];
+    int *nslots;
+    int64_t *updates;
 
     /* activations of (worker, stage), index i*L + l */
     float **act, **dact, **in_act, **x;

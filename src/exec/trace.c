@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cdp/output.h"
 #include "cdp/trace.h"
 
 static void write_events(FILE *f, int rank, const cdp_trace_event *ev, size_t n, int *first)
@@ -69,10 +70,8 @@ int cdp_trace_write(cdp_comm *c, cdp_exec *x, const char *path, char *err, size_
     }
     if (f) {
         fprintf(f, "\n]}\n");
-        if (fclose(f)) {
-            snprintf(err, errlen, "--trace %s: %s", path, strerror(errno));
-            rc = -1;
-        }
+        /* every event's write, not only the last: a full disk is an error */
+        rc = cdp_output_stream_close(f, "--trace", path, err, errlen);
     }
     return rc;
 }

@@ -5,6 +5,7 @@
  * spaces so that the data starts 8-byte aligned), then the tensors' raw
  * little-endian bytes at data_offsets relative to the start of the data. */
 #include "cdp/ckpt.h"
+#include "cdp/output.h"
 #include "cdp/json.h"
 
 #include <errno.h>
@@ -751,18 +752,36 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
     for (int j = 0; j < 8; j++)
         lb[j] = (unsigned char)((uint64_t)h.n >> (8 * j));
 
-    /* Temporary file, fsync, rename. */
-    size_t tl = strlen(path) + 32;
-    tmp = malloc(tl);
-    if (!tmp) {
-        st_fail(err, errlen, path, "out of memory");
+    /* A regular file (or none): a temporary file, fsync, rename, so that
+     * a reader never sees half a file.  A character device or a FIFO: in
+     * place, never replaced (a rename would put a regular file where
+     * /dev/null was) and not synced (devices need not support fsync). */
+    const char *what;
+    const cdp_output_kind kind = cdp_output_kind_of(path, &what);
+    const int in_place = kind == CDP_OUTPUT_IN_PLACE;
+    if (kind == CDP_OUTPUT_REFUSED) {
+        st_fail(err, errlen, path, "cannot write to %s", what);
         goto out;
     }
-    snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        st_fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
-        goto out;
+    if (in_place) {
+        fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) {
+            st_fail(err, errlen, path, "cannot open for writing: %s", strerror(errno));
+            goto out;
+        }
+    } else {
+        size_t tl = strlen(path) + 32;
+        tmp = malloc(tl);
+        if (!tmp) {
+            st_fail(err, errlen, path, "out of memory");
+            goto out;
+        }
+        snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            st_fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+            goto out;
+        }
     }
     if (write_full(fd, lb, 8) || write_full(fd, h.s, h.n))
         goto werr;
@@ -785,13 +804,17 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
             done += m;
         }
     }
-    if (fsync(fd) != 0)
+    if (!in_place && fsync(fd) != 0)
         goto werr;
     {
         int c = close(fd);
         fd = -1;
         if (c != 0)
             goto werr;
+    }
+    if (in_place) {
+        rc = 0;
+        goto out;
     }
     if (rename(tmp, path) != 0) {
         st_fail(err, errlen, path, "cannot rename %s: %s", tmp, strerror(errno));
@@ -801,7 +824,10 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
     rc = 0;
     goto out;
 werr:
-    st_fail(err, errlen, path, "cannot write %s: %s", tmp, strerror(errno));
+    if (in_place)
+        st_fail(err, errlen, path, "cannot write: %s", strerror(errno));
+    else
+        st_fail(err, errlen, path, "cannot write %s: %s", tmp, strerror(errno));
 out:
     if (fd >= 0)
         close(fd);

@@ -524,10 +524,15 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
 
     int L = c->stages > 0 ? c->stages : default_stages;
     if (L > m->nblocks || L > CDP_MAX_STAGES) {
+        /* the limit that binds: the blocks, or the stages a model holds */
         const int mlp = strncmp(spec, "mlp:", 4) == 0;
-        snprintf(err, errlen, "--stages: %d stages for a model of %d %s%s (at most one stage "
-                 "per %s)", L, m->nblocks, mlp ? "layer" : "block", m->nblocks == 1 ? "" : "s",
-                 mlp ? "layer" : "block");
+        const char *unit = mlp ? "layer" : "block";
+        if (m->nblocks <= CDP_MAX_STAGES)
+            snprintf(err, errlen, "--stages: %d stages for a model of %d %s%s (at most one "
+                     "stage per %s)", L, m->nblocks, unit, m->nblocks == 1 ? "" : "s", unit);
+        else
+            snprintf(err, errlen, "--stages: %d stages, at most %d (the most a model is cut "
+                     "into; this one has %d %ss)", L, CDP_MAX_STAGES, m->nblocks, unit);
         cdp_model_free(m);
         return -1;
     }

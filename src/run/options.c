@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "cdp/optim.h"
 #include "cdp/options.h"
+#include "cdp/output.h"
 #include "cdp/rng.h"
 
 void cdp_options_defaults(cdp_options *o)
@@ -712,11 +713,25 @@ int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen)
 
 int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen)
 {
-    const struct { const char *opt, *path; } out[] = {
-        { "--checkpoint", o->checkpoint }, { "--save-weights", o->save_weights },
+    const struct { const char *opt, *path; int dir; } out[] = {
+        { "--checkpoint", o->checkpoint, 1 }, { "--save-weights", o->save_weights, 1 },
+        { "--metrics", o->metrics, 0 }, { "--trace", o->trace, 0 },
     };
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
         if (!out[i].path[0])
+            continue;
+        /* what the path names decides how it is written (cdp/output.h) */
+        const char *what;
+        const cdp_output_kind kind = cdp_output_kind_of(out[i].path, &what);
+        if (kind == CDP_OUTPUT_REFUSED) {
+            snprintf(err, errlen, "%s %.900s: it is %s: an output must be a regular file "
+                     "(replaced), a character device or a FIFO (written in place)", out[i].opt,
+                     out[i].path, what);
+            return -1;
+        }
+        /* the files replaced through a temporary file in their directory;
+         * the streams and the devices written in place need none */
+        if (!out[i].dir || kind == CDP_OUTPUT_IN_PLACE)
             continue;
         char dir[PATH_MAX];
         const char *slash = strrchr(out[i].path, '/');
