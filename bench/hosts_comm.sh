@@ -72,8 +72,13 @@
 #   MODELS ["mlp:784-1024-1024-1024-10"]: NAME or NAME@B (B samples per worker)
 #   HOSTS ["2 4 8"]  RATES ["10gbit 1gbit 100mbit"] (tc rates)
 #   CONFIGS ["dp dp-ring cdp-v1 cdp-v2 zero-dp zero-cdp-v2 mp-cdp-v2"]
-#   REPS [3]  B [32]  STEPS ["10gbit:6 1gbit:6 100mbit:3"]: steps per run,
-#   by rate (RATE:S ...; a rate not listed: the last S)  SKIP [1]
+#   REPS [3]  B [32]
+#   STEPS [adaptive]: steps per run, the same for every configuration and
+#   repetition of a setting.  Adaptive: a calibration run of dp (3 steps, not
+#   recorded) at each (model, K, rate) gives a step time t, and the runs take
+#   clamp(TARGET_S / t, STEPS_MIN, STEPS_MAX) steps  [TARGET_S 5,
+#   STEPS_MIN 3, STEPS_MAX 40].  STEPS="RATE:S ..." (a rate not listed: the
+#   last S) or STEPS=S fixes them instead.  SKIP [1]
 #   STAGES [cdp_run's default: one per Linear layer for an MLP]
 #   DATA [synthetic]  TIMEOUT [600] seconds per mpirun
 #   TRACE_AT ["4:1gbit"]: K:RATE whose first repetition's dp and cdp-v2
@@ -81,7 +86,7 @@
 #   RAW, FIG, TRACE_FIG, OUT (per-run files, kept when given)
 # gnuplot: installed with apt-get (gnuplot-nox) when missing, as in
 # memory_figure.sh.  Needs root (network namespaces); exits 77 otherwise.
-# Smoke (~2 min): HOSTS=2 RATES=1gbit REPS=1 STEPS=3 RAW=/tmp/hc \
+# Smoke (~1 min): HOSTS=2 RATES=1gbit REPS=1 STEPS=3 RAW=/tmp/hc \
 #   FIG=/tmp/hc/f.svg TRACE_AT=2:1gbit TRACE_FIG=/tmp/hc/t.svg bench/hosts_comm.sh
 
 set -u
@@ -92,7 +97,10 @@ RATES=${RATES:-"10gbit 1gbit 100mbit"}
 CONFIGS=${CONFIGS:-"dp dp-ring cdp-v1 cdp-v2 zero-dp zero-cdp-v2 mp-cdp-v2"}
 REPS=${REPS:-3}
 B=${B:-32}
-STEPS=${STEPS:-"10gbit:6 1gbit:6 100mbit:3"}
+STEPS=${STEPS:-}
+TARGET_S=${TARGET_S:-5}
+STEPS_MIN=${STEPS_MIN:-3}
+STEPS_MAX=${STEPS_MAX:-40}
 SKIP=${SKIP:-1}
 STAGES=${STAGES:-}
 DATA=${DATA:-synthetic}
@@ -393,6 +401,20 @@ steps_for() {   # steps_for RATE
     echo "${last:-3}"
 }
 
+# calibrate MODEL K: steps from a 3-step dp run on the hosts that are up
+calibrate() {
+    local m=$tmp/calib.json t
+    rm -f "$m"
+    hosts_exec 1 timeout "$TIMEOUT" mpirun --bind-to none -np "$2" "$CDP" --model "$1" \
+        --data "$DATA:n=$(($2 * mb * 3)):test=$mb" --workers "$2" --batch "$mb" --threads 1 \
+        --steps 3 --eval-every 0 --quiet --rule dp --metrics "$m" >>"$log" 2>&1 &
+    wait $!
+    t=$(key "$m" step_time_s)
+    [ -n "$t" ] || { echo "$STEPS_MIN"; return; }
+    awk -v t="$t" -v T="$TARGET_S" -v lo="$STEPS_MIN" -v hi="$STEPS_MAX" \
+        'BEGIN {s = int(T / t + 0.5); if (s < lo) s = lo; if (s > hi) s = hi; print s}'
+}
+
 opts_for() {    # opts_for CONFIG: the cdp_run options of a configuration
     case $1 in
         dp) echo "--rule dp" ;;
@@ -415,7 +437,7 @@ pcols="model K config L ranks_used plan_peak plan_mean"
     bench_header
     echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP; commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
     echo "# $(mpirun --version 2>&1 | head -1); $(uname -r); tc qdiscs: tbf (netem missing: no delay, no loss)"
-    echo "# MODELS=\"$MODELS\" HOSTS=\"$HOSTS\" RATES=\"$RATES\" B=$B REPS=$REPS STEPS=\"$STEPS\" SKIP=$SKIP"
+    echo "# MODELS=\"$MODELS\" HOSTS=\"$HOSTS\" RATES=\"$RATES\" B=$B REPS=$REPS STEPS=\"${STEPS:-adaptive: TARGET_S=$TARGET_S, $STEPS_MIN..$STEPS_MAX}\" SKIP=$SKIP"
     echo "# CONFIGS=\"$CONFIGS\" STAGES=${STAGES:-default} DATA=$DATA; 1 rank per host, --threads 1, N = K"
     echo "# step_s: summary step_time_s (fill and drain included); trace_s, trace_p10: rank 0's step"
     echo "# periods after $SKIP steps (median, 10th percentile); bytes: bytes_sent_* (all ranks);"
@@ -486,10 +508,14 @@ for spec in $MODELS; do
             say "# --plan K=$K $c: L=$Lused, ranks used ${u:-?}, bytes sent peak tick / mean: $pp"
         done
         for rate in $RATES; do
-            steps=$(steps_for "$rate")
             HOSTS_RATE=$rate
-            say "== $model K=$K rate=$rate: $steps steps, N=$K x B=$mb ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
             hosts_up "$K" || { rc=$?; say "# hosts_up $K failed ($rc)"; hosts_down; [ $rc = 77 ] && exit 77; continue; }
+            if [ -n "$STEPS" ]; then
+                steps=$(steps_for "$rate")
+            else
+                steps=$(calibrate "$model" "$K")
+            fi
+            say "== $model K=$K rate=$rate: $steps steps, N=$K x B=$mb ($(date -u +%H:%M:%S), load $(cut -d' ' -f1 /proc/loadavg))"
             set -- $CONFIGS
             n=$#
             for rep in $(seq "$REPS"); do
