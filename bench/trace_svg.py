@@ -67,24 +67,31 @@ def main():
         # busy fractions over the window
         comp = sum(d for p, t, d, n, c in ev if c == "compute")
         coll = sum(d for p, t, d, n, c in ev if n.split()[0] in COLLECTIVES)
-        panels.append((label, ev, span, ranks, comp, coll))
+        per = {}
+        for p, t, d, n, c in ev:
+            per[n.split()[0]] = per.get(n.split()[0], 0.0) + d
+        panels.append((label, ev, span, ranks, comp, coll, per))
     span = max(p[2] for p in panels) or 1.0
     W, left, right = 1100, 70, 20
     lane, gap_top = 18, 46
     scale = (W - left - right) / span
     y = 40
     body = []
-    for label, ev, sp, ranks, comp, coll in panels:
-        h = gap_top + ranks * lane + 28
+    for label, ev, sp, ranks, comp, coll, per in panels:
+        h = gap_top + ranks * lane + 44
         frac = comp / (ranks * sp) if sp else 0
         cfrac = coll / (ranks * sp) if sp else 0
         body.append(f'<text x="{left}" y="{y + 18}" font-size="14" font-weight="bold">'
                     f'{escape(label)}</text>')
         body.append(f'<text x="{left}" y="{y + 34}" font-size="11" fill="#444">'
                     f'steps {a.first}..{a.first + a.count - 1}: {sp:.3f} s on rank 0\'s clock; '
-                    f'compute {100 * frac:.0f}% of rank-time, blocking collectives '
-                    f'{100 * cfrac:.0f}%, the rest waiting or nonblocking transfers in flight'
+                    f'compute instructions {100 * frac:.0f}% of rank-time (their waits for '
+                    f'inputs included), blocking collectives {100 * cfrac:.0f}%, the rest idle'
                     f'</text>')
+        top = sorted(((v, k) for k, v in per.items() if v >= 0.001), reverse=True)
+        body.append(f'<text x="{left}" y="{y + h - 6}" font-size="11" fill="#444">'
+                    f'seconds, all ranks: '
+                    + escape(", ".join(f"{k} {v:.2f}" for v, k in top)) + '</text>')
         for r in range(ranks):
             ly = y + gap_top + r * lane
             body.append(f'<text x="{left - 6}" y="{ly + 12}" font-size="11" '
@@ -128,7 +135,11 @@ def main():
     body.append(f'<text x="{left}" y="{y + 10}" font-size="11" fill="#444">time (s); '
                 f'grey: the rank runs no instruction (waits for a message, a collective\'s '
                 f'partner or its turn); each rank on its own clock</text>')
-    H = y + 24
+    body.append(f'<text x="{left}" y="{y + 26}" font-size="11" fill="#444">A compute box '
+                f'lasts until its inputs have arrived: an APPLY waiting for its full gradient, '
+                f'a BWD for the partial sum it adds to, are long boxes, not long computations.'
+                f'</text>')
+    H = y + 40
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
            f'font-family="Helvetica, Arial, sans-serif">',
            f'<rect width="{W}" height="{H}" fill="#ffffff"/>',
