@@ -213,21 +213,25 @@ def sps(r):
     return int(r["N"]) * int(r["B"]) / float(r["step_s"])
 
 
-def ratio(s, a, b):
-    """median over repetitions of samples/s a / b, same repetition"""
+def ratio(s, a, b, key="step_s"):
+    """median over repetitions of samples/s a / b (by step_s, or by the
+    trace's rank-0 period trace_s), same repetition"""
     out = []
     for rep in sorted({r["rep"] for r in sel(s)}):
         x, y = sel(s, a, rep), sel(s, b, rep)
-        if x and y:
-            out.append(sps(x[0]) / sps(y[0]))
+        if x and y and num(x[0][key]) and num(y[0][key]):
+            out.append(float(y[0][key]) / float(x[0][key]))
     return med(out), out
 
 
 stat = {}
 print(f"Samples/s (median of {meta.get('reps', '?')} runs, N = K workers x B, "
       "training time / steps from the summary); ratios: median of the per-repetition "
-      "ratios (each pair back to back).\n")
-hdr = ["model", "K", "link"] + configs + ["cdp-v1/dp", "cdp-v2/dp", "dp step s", "cdp-v2 step s"]
+      "ratios (each pair back to back) [min-max]; 'by trace periods': the same ratio from "
+      "rank 0's step periods after SKIP steps (fill and drain left out; from few periods "
+      "when the run has few steps).\n")
+hdr = ["model", "K", "link"] + configs + ["cdp-v1/dp", "cdp-v2/dp", "cdp-v2/dp by trace periods",
+                                          "dp step s", "cdp-v2 step s"]
 print("| " + " | ".join(hdr) + " |")
 print("|" + " --- |" * len(hdr))
 for s in settings:
@@ -251,6 +255,8 @@ for s in settings:
     cells.append(f2(r1) + (f" [{min(l1):.2f}-{max(l1):.2f}]" if len(l1) > 1 else ""))
     cells.append(f"**{f2(r2)}**" + (f" [{min(l2):.2f}-{max(l2):.2f}]" if len(l2) > 1 else ""))
     stat[(s, "r1")], stat[(s, "r2")] = r1, r2
+    r3, l3 = ratio(s, "cdp-v2", "dp", "trace_s")
+    cells.append(f2(r3) + (f" [{min(l3):.2f}-{max(l3):.2f}]" if len(l3) > 1 else ""))
     cells.append(f2(med([float(r["step_s"]) for r in sel(s, "dp")])))
     cells.append(f2(med([float(r["step_s"]) for r in sel(s, "cdp-v2")])))
     print("| " + " | ".join(cells) + " |")
