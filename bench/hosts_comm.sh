@@ -79,6 +79,10 @@
 #   clamp(TARGET_S / t, STEPS_MIN, STEPS_MAX) steps  [TARGET_S 5,
 #   STEPS_MIN 3, STEPS_MAX 40].  STEPS="RATE:S ..." (a rate not listed: the
 #   last S) or STEPS=S fixes them instead.  SKIP [1]
+#   With 3 or 4 steps (slow links, many hosts) the trace gives 1 or 2
+#   periods, taken while rank 0 runs ahead of queued sends: unreliable
+#   (K = 8 at 100 Mbit/s: cdp-v2/dp 0.98 by 1 period, 1.26 by 7); rerun such
+#   a setting with STEPS=10 when it matters.
 #   STAGES [cdp_run's default: one per Linear layer for an MLP]
 #   DATA [synthetic]  TIMEOUT [600] seconds per mpirun
 #   TRACE_AT ["4:1gbit"]: K:RATE whose first repetition's dp and cdp-v2
