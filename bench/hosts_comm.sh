@@ -467,11 +467,8 @@ plan() {
     local m=$1 k=$2 n=$3 l=$4; shift 4
     local lopt=()
     [ -n "$l" ] && lopt=(--stages "$l")
-    # on this machine, not on emulated hosts: without the OMPI_MCA_* that
-    # hosts_up exported (they name a hostfile and an agent hosts_down removed)
-    env -u OMPI_MCA_plm_rsh_agent -u OMPI_MCA_plm_rsh_no_tree_spawn \
-        -u OMPI_MCA_orte_default_hostfile -u OMPI_MCA_btl_tcp_if_include \
-        -u OMPI_MCA_oob_tcp_if_include \
+    # on this machine, not on emulated hosts (hosts.sh gives its Open MPI
+    # settings to hosts_exec's commands only)
     timeout 120 mpirun --oversubscribe --bind-to none -np "$k" "$CDP" --model "$m" --data "$DATA" \
         --workers "$n" --batch "$mb" "${lopt[@]}" "$@" --plan >"$tmp/plan.txt" 2>&1
 }

@@ -549,13 +549,25 @@ END_TEST
 
 /* the default policy takes the direct path on resnet20's 3x3 layers (the
  * stem's backward when dx is not needed) and im2col where it measured
- * slower (4x4) or cannot (stride 2) */
+ * slower (4x4) or cannot (stride 2); on a CPU without AVX-512, where it was
+ * not measured, never (CDP_CONV_DIRECT=2 still forces it) */
 START_TEST(conv_direct_policy)
 {
     cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28};
     cdp_conv_shape r18l4 = {64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4};
     cdp_conv_shape s2 = {8, 16, 28, 28, 32, 3, 3, 2, 1, 14, 14};
+    int avx512 = 0;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(CDP_NO_AVX512)   /* as the kernels */
+    avx512 = __builtin_cpu_supports("avx512f");
+#endif
+    cdp_cpu_conv_direct = 2;
+    ck_assert(cdp_cpu_conv_direct_use(&r20, 0) && cdp_cpu_conv_direct_use(&r20, 1));
     cdp_cpu_conv_direct = 1;
+    if (!avx512) {
+        ck_assert(!cdp_cpu_conv_direct_use(&r20, 0) && !cdp_cpu_conv_direct_use(&r20, 1));
+        cdp_cpu_conv_direct = 0;
+        return;
+    }
     ck_assert(cdp_cpu_conv_direct_use(&r20, 0) && cdp_cpu_conv_direct_use(&r20, 1));
     ck_assert(!cdp_cpu_conv_direct_use(&r18l4, 0) && !cdp_cpu_conv_direct_use(&r18l4, 1));
     cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28};
