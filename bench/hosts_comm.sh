@@ -115,26 +115,6 @@ FIG=${FIG:-$here/hosts_comm.svg}
 TRACE_FIG=${TRACE_FIG:-$here/hosts_trace.svg}
 
 # ------------------------------------------------------------ gnuplot
-have_gnuplot() {
-    command -v gnuplot >/dev/null 2>&1 && return 0
-    local sudo=
-    if [ "$(id -u)" != 0 ]; then
-        sudo -n true 2>/dev/null && sudo="sudo -n" || sudo=NO
-    fi
-    if [ "$sudo" != NO ] && command -v apt-get >/dev/null 2>&1; then
-        echo "# gnuplot missing: apt-get install gnuplot-nox" >&2
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-            gnuplot-nox >&2 || { $sudo apt-get update >&2 &&
-            $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-                gnuplot-nox >&2; }
-    fi
-    command -v gnuplot >/dev/null 2>&1 && return 0
-    echo "hosts_comm.sh: gnuplot is missing and could not be installed here: install it" >&2
-    echo "  (Debian: apt-get install gnuplot-nox, as root) and draw the figure with" >&2
-    echo "  PLOT_ONLY=<the table this run writes> bench/hosts_comm.sh" >&2
-    return 1
-}
-
 # draw TABLE [nofig]: the Markdown tables on stdout, the SVG in $FIG
 draw() {
     local table=$1 nofig=${2:-} gp
@@ -376,19 +356,19 @@ EOF
     return $rc
 }
 
+. "$here/common.sh"
 if [ -n "${PLOT_ONLY:-}" ]; then
-    have_gnuplot || exit 1
+    bench_have_gnuplot hosts_comm.sh || exit 1
     draw "$PLOT_ONLY"
     exit
 fi
 
 BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
 CDP=$BUILD/cdp_run
-. "$here/common.sh"
 bench_start hosts_comm.sh rows.txt
 [ "$(id -u)" = 0 ] || { echo "hosts_comm.sh: needs root (network namespaces): skip" >&2; exit 77; }
 plot_ok=1
-have_gnuplot || plot_ok=0
+bench_have_gnuplot hosts_comm.sh || plot_ok=0
 mkdir -p "$RAW"
 table=$RAW/hosts_comm.txt
 log=$tmp/log.txt

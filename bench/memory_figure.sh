@@ -76,26 +76,6 @@ if [ -z "${MEM_MB:-}" ]; then
 fi
 
 # ------------------------------------------------------------ gnuplot
-have_gnuplot() {
-    command -v gnuplot >/dev/null 2>&1 && return 0
-    local sudo=
-    if [ "$(id -u)" != 0 ]; then
-        sudo -n true 2>/dev/null && sudo="sudo -n" || sudo=NO
-    fi
-    if [ "$sudo" != NO ] && command -v apt-get >/dev/null 2>&1; then
-        echo "# gnuplot missing: apt-get install gnuplot-nox" >&2
-        $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-            gnuplot-nox >&2 || { $sudo apt-get update >&2 &&
-            $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-                gnuplot-nox >&2; }
-    fi
-    command -v gnuplot >/dev/null 2>&1 && return 0
-    echo "memory_figure.sh: gnuplot is missing and could not be installed here: install it" >&2
-    echo "  (Debian: apt-get install gnuplot-nox, as root) and draw the figure with" >&2
-    echo "  PLOT_ONLY=<the table this run writes> bench/memory_figure.sh" >&2
-    return 1
-}
-
 # draw TABLE [nofig]: the Markdown table on stdout, the SVG in $FIG (not
 # with nofig)
 draw() {
@@ -227,18 +207,18 @@ EOF
     return $rc
 }
 
+. "$here/common.sh"
 if [ -n "${PLOT_ONLY:-}" ]; then
-    have_gnuplot || exit 1
+    bench_have_gnuplot memory_figure.sh || exit 1
     draw "$PLOT_ONLY"
     exit
 fi
 
 BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
 CDP=$BUILD/cdp_run
-. "$here/common.sh"
 bench_start memory_figure.sh rows.txt
 plot_ok=1
-have_gnuplot || plot_ok=0
+bench_have_gnuplot memory_figure.sh || plot_ok=0
 mkdir -p "$RAW"
 table=$RAW/memory_figure.txt
 log=$tmp/log.txt

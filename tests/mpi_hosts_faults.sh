@@ -96,19 +96,24 @@ else
     fi
 fi
 
-# (b) node2's rank stopped
-if ! start; then
-    fail "SIGSTOP: the job did not start: $(tail -c 1500 "$OUT")"
-else
+# signal_node2 SIG: a job started, SIG sent to node2's rank, the job waited
+# for (RC, SECS); 1 when the job did not start or no rank was found
+signal_node2() {
+    local victims
+    start || { fail "SIG$1: the job did not start: $(tail -c 1500 "$OUT")"; return 1; }
     victims=$(node2_ranks)
+    [ -n "$victims" ] || { fail "SIG$1: no rank found on node2"; finish_job; return 1; }
     FAULT_AT=$(date +%s%N)
-    [ -n "$victims" ] && kill -STOP $victims
+    kill -"$1" $victims
     finish_job
-    [ -n "$victims" ] && kill -CONT $victims 2>/dev/null
+    kill -CONT $victims 2>/dev/null
+    return 0
+}
+
+# (b) node2's rank stopped
+if signal_node2 STOP; then
     line=$(named)
-    if [ -z "$victims" ]; then
-        fail "SIGSTOP: no rank found on node2"
-    elif [ $RC -ne 4 ] || [ $SECS -gt $((T + 30)) ] || [ -z "$line" ]; then
+    if [ $RC -ne 4 ] || [ $SECS -gt $((T + 30)) ] || [ -z "$line" ]; then
         fail "SIGSTOP on node2: exit $RC after $SECS s (want 4 within $((T + 30)) s, rank 1 and node2 named): $(tail -c 1500 "$OUT")"
     else
         pass "SIGSTOP on node2: exit 4 after $SECS s: $line"
@@ -116,13 +121,7 @@ else
 fi
 
 # (c) node2's rank killed
-if ! start; then
-    fail "SIGKILL: the job did not start: $(tail -c 1500 "$OUT")"
-else
-    victims=$(node2_ranks)
-    FAULT_AT=$(date +%s%N)
-    [ -n "$victims" ] && kill -KILL $victims
-    finish_job
+if signal_node2 KILL; then
     line=$(grep -E "rank 1 .*node2.*(signal 9|Killed)" "$OUT")
     if [ $RC -eq 0 ] || [ $RC -eq 124 ] || [ $SECS -gt 30 ] || [ -z "$line" ]; then
         fail "SIGKILL on node2: exit $RC after $SECS s (want non-zero within 30 s, rank 1 on node2 named): $(tail -c 1500 "$OUT")"
