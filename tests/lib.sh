@@ -147,8 +147,8 @@ traffic_vs_plan() {
     plan=$(plan_traffic "$np" "$@") || { fail "$what: --plan on $np ranks gave no traffic figures"; return; }
     total=$(field "$sum" bytes_sent_total)
     peak=$(field "$sum" bytes_sent_peak_tick)
-    mean=$(field "$sum" bytes_sent_mean_tick)
-    # the run's mean is printed to 6 digits, --plan's rounded to the byte
+    # the run's mean is printed to 6 digits (%g), --plan's rounded to the byte
+    mean=$(echo "$sum" | sed -n 's/.*"bytes_sent_mean_tick": \([0-9.e+-]*\).*/\1/p')
     if [ "${total:-0}" -gt 0 ] && [ "$total $peak" = "${plan% *}" ] &&
        awk -v a="${mean:-0}" -v b="${plan##* }" 'BEGIN { d = a - b; exit !(b > 0 && (d < 0 ? -d : d) <= 0.5 + 1e-5 * b) }'; then
         pass "$what: bytes sent $total, busiest tick $peak, mean tick $mean, as --plan counts them"
