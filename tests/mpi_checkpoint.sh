@@ -56,6 +56,39 @@ rc=$?
 # Under mpirun (2 ranks): signal_run (lib.sh) leaves mpirun's status in rc
 # and the run's stderr in $TMP/sig.err.
 msgs() { grep -c "^cdp_run: SIG" "$TMP/sig.err"; }
+# A second SIGTERM while the checkpoint is being written (its temporary
+# file is there): the process ends at once (killed by the signal), removes
+# the temporary file, and the previous checkpoint stays as it was
+wide="--data synthetic:n=1024:test=32 --model mlp:784-2048-2048-2048-10 --workers 4 --batch 8 --quiet --eval-every 0"
+run 1 $wide --steps 2 --checkpoint "$TMP/w.st" >/dev/null || fail "wide run for the second signal"
+cp "$TMP/w.st" "$TMP/w.before"
+"$CDP" $wide --steps 100000 --checkpoint "$TMP/w.st" --metrics "$TMP/w.json" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+    [ -s "$TMP/w.json" ] && break
+    sleep 0.1
+done
+kill -TERM $pid
+seen=
+for _ in $(seq 12000); do   # 120 s: the next segment boundary, then the write
+    ls "$TMP"/w.st.tmp.* >/dev/null 2>&1 && { seen=1; break; }
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+left=$(ls "$TMP"/w.st.tmp.* 2>/dev/null)
+if [ -z "$seen" ]; then
+    fail "second SIGTERM: the checkpoint's temporary file was never seen (exit $rc)"
+elif [ -n "$left" ]; then
+    fail "second SIGTERM during the checkpoint's write: exit $rc, left $left"
+elif ! cmp -s "$TMP/w.st" "$TMP/w.before"; then
+    fail "second SIGTERM during the checkpoint's write: the previous checkpoint changed"
+else
+    pass "second SIGTERM during the checkpoint's write: exit $rc, no temporary file left, the previous checkpoint intact"
+fi
+
 # SIGTERM to one rank: every rank stops at the same step, the checkpoint is
 # written, mpirun passes the ranks' 143 on; the resume equals the full run
 run 2 $big --rule cdp-v1 --steps 1500 --save-weights "$TMP/full3.st" >/dev/null || fail "full run on 2 ranks"

@@ -36,14 +36,20 @@
 static cdp_comm comm;
 /* SIGTERM and SIGINT: the first one asks every rank to stop at the next
  * segment boundary (checkpoint written when --checkpoint is given) and to
- * exit with 128 + the signal; the handler then resets itself, so a second
- * one ends the process at once. */
+ * exit with 128 + the signal; a second one ends the process at once, by
+ * the signal's default action, after removing the temporary file of a
+ * checkpoint or weights file being written (the previous file stays). */
 static volatile sig_atomic_t got_signal;
 
 static void on_signal(int sig)
 {
-    if (!got_signal)
+    if (!got_signal) {
         got_signal = sig;
+        return;
+    }
+    cdp_st_discard_pending();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 static void catch_stop_signals(void)
@@ -51,7 +57,7 @@ static void catch_stop_signals(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;   /* reads and writes carry on */
+    sa.sa_flags = SA_RESTART;   /* reads and writes carry on */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);

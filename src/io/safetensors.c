@@ -14,6 +14,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -649,6 +650,17 @@ static void fsync_dir_of(const char *path)
     free(d);
 }
 
+/* The temporary file being written, for cdp_st_discard_pending: set after
+ * the name is complete, cleared before it is renamed or removed. */
+static char pending_tmp[4096];
+static volatile sig_atomic_t pending_set;
+
+void cdp_st_discard_pending(void)
+{
+    if (pending_set)
+        unlink(pending_tmp);
+}
+
 int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *const *metadata,
                  char *err, size_t errlen)
 {
@@ -777,6 +789,10 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
             goto out;
         }
         snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+        if (tl <= sizeof pending_tmp) {
+            memcpy(pending_tmp, tmp, tl);
+            pending_set = 1;
+        }
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) {
             st_fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
@@ -816,6 +832,7 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
         rc = 0;
         goto out;
     }
+    pending_set = 0;
     if (rename(tmp, path) != 0) {
         st_fail(err, errlen, path, "cannot rename %s: %s", tmp, strerror(errno));
         goto out;
@@ -829,6 +846,7 @@ werr:
     else
         st_fail(err, errlen, path, "cannot write %s: %s", tmp, strerror(errno));
 out:
+    pending_set = 0;
     if (fd >= 0)
         close(fd);
     if (rc != 0 && tmp)
