@@ -3,7 +3,8 @@
  * every rank describes its build as cdp_run does (cdp_preflight_identity,
  * on a fixed backend line), rank R with the build line of another version;
  * rank 0 prints what cdp_preflight_numerics finds different ("differ: ..."
- * or "same").  Exit status 1 when the ranks disagree on the verdict, 2 on
+ * or "same").  Exit status 1 when the ranks disagree on the verdict or the
+ * verdict is not the expected one (differ exactly when R is a rank), 2 on
  * bad input. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +37,14 @@ int main(int argc, char **argv)
     MPI_Allreduce(&differ, &hi, 1, MPI_INT, MPI_MAX, c.comm);
     if (c.rank == 0)
         printf(differ ? "differ: %s\n" : "same%s\n", why);
+    /* assert: one verdict on every rank, and "differ" exactly when a rank
+     * runs the other build */
+    const int expected = other >= 0 && other < c.size;
+    const int ok = lo == hi && differ == expected;
+    if (!ok && c.rank == 0)
+        fprintf(stderr, "identity_probe: verdict %d..%d, expected %d\n", lo, hi, expected);
     cdp_preflight_free(&pf);
     cdp_comm_free(&c);
     MPI_Finalize();
-    return lo == hi ? 0 : 1;
+    return ok ? 0 : 1;
 }
