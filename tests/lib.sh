@@ -52,6 +52,17 @@ differ() {
     esac
 }
 
+# until_nonempty FILE SECONDS: waits until FILE has content (a run's first
+# metrics line), SECONDS at most; 1 when it never does
+until_nonempty() {
+    local _
+    for _ in $(seq $(($2 * 10))); do
+        [ -s "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # signal_run NP WHOM SIG ARGS...: cdp_run ARGS on NP ranks (--metrics
 # $TMP/sig.json added); once its first epoch line is out, SIG goes to WHOM:
 # rank (the second rank; every rank stops with it) or mpirun (mpirun
@@ -64,10 +75,7 @@ signal_run() {
     timeout 300 "$MPIRUN" --oversubscribe -np "$np" "$CDP" "$@" --metrics "$TMP/sig.json" \
         >/dev/null 2>"$TMP/sig.err" &
     tpid=$!
-    for _ in $(seq 600); do
-        [ -s "$TMP/sig.json" ] && break
-        sleep 0.1
-    done
+    until_nonempty "$TMP/sig.json" 60
     mp=$(pgrep -P $tpid)
     ranks=$(pgrep -P "$mp" | tr '\n' ' ')
     case $whom in

@@ -23,10 +23,7 @@ run 1 $big --rule cdp-v2 --steps 3000 --save-weights "$TMP/full2.st" >/dev/null 
 M2=mlp:784-128-64-10
 "$CDP" $big --rule cdp-v2 --steps 3000 --checkpoint "$TMP/t.st" --metrics "$TMP/t.json" >/dev/null 2>"$TMP/term.err" &
 pid=$!
-for _ in $(seq 300); do
-    [ -s "$TMP/t.json" ] && break
-    sleep 0.1
-done
+until_nonempty "$TMP/t.json" 30
 kill -TERM $pid
 wait $pid
 rc=$?
@@ -42,10 +39,7 @@ fi
 # SIGINT without --checkpoint: stops at the next segment boundary (64 steps at most), says so, 130
 "$CDP" $big --rule cdp-v2 --steps 3000 --metrics "$TMP/i.json" >/dev/null 2>"$TMP/int.err" &
 pid=$!
-for _ in $(seq 300); do
-    [ -s "$TMP/i.json" ] && break
-    sleep 0.1
-done
+until_nonempty "$TMP/i.json" 30
 kill -INT $pid
 wait $pid
 rc=$?
@@ -64,10 +58,7 @@ run 1 $wide --steps 2 --checkpoint "$TMP/w.st" >/dev/null || fail "wide run for 
 cp "$TMP/w.st" "$TMP/w.before"
 "$CDP" $wide --steps 100000 --checkpoint "$TMP/w.st" --metrics "$TMP/w.json" >/dev/null 2>&1 &
 pid=$!
-for _ in $(seq 600); do
-    [ -s "$TMP/w.json" ] && break
-    sleep 0.1
-done
+until_nonempty "$TMP/w.json" 60
 kill -TERM $pid
 seen=
 for _ in $(seq 12000); do   # 120 s: the next segment boundary, then the write

@@ -246,7 +246,7 @@ void cdp_preflight_options(const cdp_comm *c, uint64_t hash, int argc, char **ar
     int ok = mine != NULL, all;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->comm);
     snprintf(why, whylen, "the ranks were started with different options");
-    if (!all || d >= c->size) {   /* out of memory; or only some ranks' hashes differ from... */
+    if (!all || d >= c->size) {   /* out of memory (d < size: some rank differs from rank 0) */
         free(mine);
         free(theirs);
         return;
