@@ -130,6 +130,9 @@ static void expect_same_bits(const char *what, const void *a, const void *b, siz
 
 START_TEST(test_memory)
 {
+    const char *missing = cdp_backend_missing_kernel(gpu);
+    ck_assert_msg(missing == NULL, "cuda backend lacks %s", missing ? missing : "");
+    ck_assert_int_eq(gpu->accumulate_exact(32, 64, 16), 0);
     const size_t n = 100003;
     float *h = rand_floats(n, -1.0f, 1.0f);
     float *d1 = put(gpu, h, n * sizeof(float));

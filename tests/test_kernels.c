@@ -84,6 +84,22 @@ static double xent_d(int B, int C, const double *z, const int32_t *lab)
 
 /* ------------------------------------------------------------ hand values */
 
+/* Every kernel of cdp/backend_kernels.def is in the CPU table, and the
+ * start-up check names the first one a backend lacks. */
+START_TEST(table_complete)
+{
+    const cdp_backend *be = cdp_backend_cpu(1);
+    const char *missing = cdp_backend_missing_kernel(be);
+    ck_assert_msg(missing == NULL, "cpu backend lacks %s", missing ? missing : "");
+    cdp_backend gap = *be;
+    gap.accumulate_exact = NULL;
+    ck_assert_str_eq(cdp_backend_missing_kernel(&gap), "accumulate_exact");
+    gap = *be;
+    gap.copy_rows = NULL;
+    ck_assert_str_eq(cdp_backend_missing_kernel(&gap), "copy_rows");
+}
+END_TEST
+
 START_TEST(linear_fwd_naive)
 {
     static const int shapes[][3] = {{5, 7, 3}, {1, 1, 1}, {64, 300, 50}, {33, 784, 129},
@@ -1008,6 +1024,7 @@ static Suite *kernels_suite(void)
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("hand");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, table_complete);
     tcase_add_test(tc, linear_fwd_naive);
     tcase_add_test(tc, linear_bwd_naive);
     tcase_add_test(tc, fused_relu_bitwise);

@@ -458,6 +458,11 @@ static int phase_prepare(run *r)
         r->be = cdp_backend_cpu(r->threads);
     }
     FAIL_IF(!r->be, r->err);
+    const char *missing = cdp_backend_missing_kernel(r->be);
+    if (missing)
+        snprintf(r->err, sizeof r->err, "internal error: the %s backend has no %s kernel",
+                 r->be->name, missing);
+    FAIL_IF(missing != NULL, r->err);
     if (o->flush_denormals) {
         /* after cdp_backend_cpu, which sized the OpenMP pool the mode must
          * reach (options.c refuses it with another backend) */

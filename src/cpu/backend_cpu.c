@@ -1,6 +1,7 @@
 /* The CPU backend: host memory (64-byte aligned) and the kernels of
- * kernels_cpu.c, kernels_conv.c, kernels_norm.c, kernels_pool.c and kernels_tokens.c,
- * behind the cdp_backend interface. */
+ * kernels_cpu.c, kernels_conv.c, kernels_norm.c, kernels_pool.c, kernels_tokens.c
+ * and kernels_gelu.c behind the cdp_backend interface, one cdp_cpu_NAME for
+ * every kernel of cdp/backend_kernels.def. */
 #include "config.h"
 
 #include <stdio.h>
@@ -59,43 +60,9 @@ static const cdp_backend cpu_backend = {
     .copy = cpu_copy,
     .zero = cdp_cpu_zero,
     .sync = cpu_sync,
-    .linear_fwd = cdp_cpu_linear_fwd,
-    .relu_fwd = cdp_cpu_relu_fwd,
-    .relu_bwd = cdp_cpu_relu_bwd,
-    .linear_bwd = cdp_cpu_linear_bwd,
-    .accumulate_exact = cdp_cpu_accumulate_exact,
-    .xent = cdp_cpu_xent,
-    .add = cdp_cpu_add,
-    .f64_pack = cdp_cpu_f64_pack,
-    .f64_unpack = cdp_cpu_f64_unpack,
-    .scale = cdp_cpu_scale,
-    .sgd = cdp_cpu_sgd,
-    .adamw = cdp_cpu_adamw,
-    .pixels_to_input = cdp_cpu_pixels_to_input,
-    .conv2d_fwd = cdp_cpu_conv2d_fwd,
-    .conv2d_bwd = cdp_cpu_conv2d_bwd,
-    .conv2d_ws_floats = cdp_cpu_conv2d_ws_floats,
-    .bn_fwd_train = cdp_cpu_bn_fwd_train,
-    .bn_fwd_eval = cdp_cpu_bn_fwd_eval,
-    .bn_bwd = cdp_cpu_bn_bwd,
-    .bn_running_update = cdp_cpu_bn_running_update,
-    .maxpool_fwd = cdp_cpu_maxpool_fwd,
-    .maxpool_bwd = cdp_cpu_maxpool_bwd,
-    .avgpool_fwd = cdp_cpu_avgpool_fwd,
-    .avgpool_bwd = cdp_cpu_avgpool_bwd,
-    .add3 = cdp_cpu_add3,
-    .gemm_batched = cdp_cpu_gemm_batched,
-    .softmax_fwd = cdp_cpu_softmax_fwd,
-    .softmax_bwd = cdp_cpu_softmax_bwd,
-    .ln_fwd = cdp_cpu_ln_fwd,
-    .ln_bwd = cdp_cpu_ln_bwd,
-    .gelu_fwd = cdp_cpu_gelu_fwd,
-    .gelu_bwd = cdp_cpu_gelu_bwd,
-    .tokens_fwd = cdp_cpu_tokens_fwd,
-    .tokens_bwd = cdp_cpu_tokens_bwd,
-    .add_rows = cdp_cpu_add_rows,
-    .sum_rows = cdp_cpu_sum_rows,
-    .copy_rows = cdp_cpu_copy_rows,
+#define CDP_KERNEL(ret, name, params) .name = cdp_cpu_##name,
+#include "cdp/backend_kernels.def"
+#undef CDP_KERNEL
     .describe = cpu_describe,
     .numerics = cpu_numerics,
 };

@@ -27,36 +27,18 @@
  * parallel). */
 #define CDP_CPU_OMP_MIN 262144
 
-/* ---- kernels (kernels_cpu.c) ---- */
-void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                        const float *b, float *y, int relu);
-void cdp_cpu_relu_fwd(size_t n, float *y);
-void cdp_cpu_relu_bwd(size_t n, const float *y, float *dy);
-void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                        const float *dy, float *dx, float *dW, float *db, int relu_dx,
-                        int accumulate);
-int cdp_cpu_accumulate_exact(int B, int in, int out);
-void cdp_cpu_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
-void cdp_cpu_add(size_t n, float *acc, const float *x);
-void cdp_cpu_f64_pack(size_t n, const double *src, float *dst);
-void cdp_cpu_f64_unpack(size_t n, const float *src, double *dst);
-void cdp_cpu_zero(void *dst, size_t bytes);
-void cdp_cpu_scale(size_t n, float *x, float a);
-void cdp_cpu_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
-                 float *buf, float lr, float mu, float wd, int first, int zero_g);
-void cdp_cpu_adamw(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
-                   float *m, float *v, const cdp_adamw_coef *c, int first, int zero_g);
-void cdp_cpu_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
-                             const float *norm, float *x);
+/* ---- the backend's kernels: cdp_cpu_NAME for every entry of
+ * cdp/backend_kernels.def (kernels_cpu.c, kernels_conv.c, kernels_norm.c,
+ * kernels_pool.c, kernels_tokens.c, kernels_gelu.c); backend_cpu.c's table
+ * is expanded from the same list. ---- */
+#define CDP_KERNEL(ret, name, params) ret cdp_cpu_##name params;
+#include "cdp/backend_kernels.def"
+#undef CDP_KERNEL
 
-/* ---- image kernels (kernels_conv.c, kernels_norm.c, kernels_pool.c) ---- */
-struct cdp_conv_shape;
-void cdp_cpu_conv2d_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
-                        const float *b, float *y, float *ws);
-void cdp_cpu_conv2d_bwd(const struct cdp_conv_shape *s, const float *x, const float *w,
-                        const float *dy, float *dx, float *dw, float *db, int accumulate,
-                        float *ws);
-size_t cdp_cpu_conv2d_ws_floats(const struct cdp_conv_shape *s);
+/* the backend's zero() (kernels_cpu.c) */
+void cdp_cpu_zero(void *dst, size_t bytes);
+
+/* ---- convolution paths (kernels_conv*.c) ---- */
 /* Columns (output pixels) a convolution's GEMM aims at per chunk of whole
  * samples (kernels_conv.c, "Layout"); a constant, here so that
  * bench/conv_kernels.c can compare layouts.  Changing it changes bits and
@@ -118,44 +100,6 @@ void cdp_cpu_conv2d_dnnl_bwd(const struct cdp_conv_shape *s, const float *x, con
 
 /* 0: BatchNorm's sums without the AVX-512 path (kernels_norm.c) */
 extern int cdp_cpu_bn_simd;
-void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
-                          const float *beta, float eps, float *y, float *save, double *stats);
-void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
-                         const float *beta, const float *rmean, const float *rvar, float eps,
-                         float *y);
-void cdp_cpu_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
-                    const float *save, const float *dy, float *dx, float *dgamma,
-                    float *dbeta, int accumulate);
-void cdp_cpu_bn_running_update(int C, int N, double n, const double *stats, size_t stride,
-                               const float *rmean_in, const float *rvar_in, float m,
-                               float *rmean_out, float *rvar_out);
-
-void cdp_cpu_maxpool_fwd(int B, int C, int H, int W, int k, int stride, int pad, int OH,
-                         int OW, const float *x, float *y, int32_t *idx);
-void cdp_cpu_maxpool_bwd(int B, int C, int H, int W, int OH, int OW, const int32_t *idx,
-                         const float *dy, float *dx);
-void cdp_cpu_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
-void cdp_cpu_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
-void cdp_cpu_add3(size_t n, const float *a, const float *b, float *y);
-
-/* ---- transformer kernels (kernels_tokens.c) ---- */
-void cdp_cpu_gemm_batched(int tA, int tB, int M, int N, int K, float alpha, const float *A,
-                          int lda, size_t sA, const float *Bm, int ldb, size_t sB, float beta,
-                          float *C, int ldc, size_t sC, int batch);
-void cdp_cpu_softmax_fwd(int R, int N, float *x);
-void cdp_cpu_softmax_bwd(int R, int N, float scale, const float *P, float *dp);
-void cdp_cpu_ln_fwd(int R, int D, const float *x, const float *gamma, const float *beta,
-                    float eps, float *y, float *save);
-void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const float *save,
-                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
-void cdp_cpu_gelu_fwd(size_t n, const float *x, float *y);
-void cdp_cpu_gelu_bwd(size_t n, const float *x, const float *dy, float *dx);
-void cdp_cpu_tokens_fwd(int B, int D, int n, const float *x, const float *cls, float *y);
-void cdp_cpu_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float *dcls,
-                        int accumulate);
-void cdp_cpu_add_rows(int R, int N, const float *x, const float *p, float *y);
-void cdp_cpu_sum_rows(int R, int N, const float *x, float *out, int accumulate);
-void cdp_cpu_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
 
 /* Whether the AVX-512 kernels (kernels_norm.c, kernels_conv_direct.c) may
  * run: built for x86-64 with GCC or clang, and the CPU has AVX-512F. */

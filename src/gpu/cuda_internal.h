@@ -117,53 +117,13 @@ void cdp_cuda_h2d(void *dst, const void *host_src, size_t bytes);
 /* Whether p is memory a kernel may dereference (device or managed). */
 int cdp_cuda_is_device_ptr(const void *p);
 
-/* Kernels (kernels.cu), installed into the backend struct by backend_cuda.cu. */
-void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                         const float *b, float *y, int relu);
-void cdp_cuda_relu_fwd(size_t n, float *y);
-void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy);
-void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
-                         const float *dy, float *dx, float *dW, float *db, int relu_dx,
-                         int accumulate);
-void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *stats);
-void cdp_cuda_add(size_t n, float *acc, const float *x);
-void cdp_cuda_scale(size_t n, float *x, float a);
-void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
-                  float *buf, float lr, float mu, float wd, int first, int zero_g);
-void cdp_cuda_adamw(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,
-                    float *m, float *v, const cdp_adamw_coef *c, int first, int zero_g);
-void cdp_cuda_pixels_to_input(int B, int C, int HW, const uint8_t *host_pixels,
-                              const float *norm, float *x);
-
-/* Image kernels (kernels_image.cu): convolution, batch normalisation,
- * pooling, the three-operand add and the double packing of the backend
- * contract (include/cdp/backend.h). */
-void cdp_cuda_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
-                         const float *b, float *y, float *ws);
-void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
-                         const float *dy, float *dx, float *dw, float *db, int accumulate,
-                         float *ws);
-size_t cdp_cuda_conv2d_ws_floats(const cdp_conv_shape *s);
-void cdp_cuda_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
-                           const float *beta, float eps, float *y, float *save, double *stats);
-void cdp_cuda_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamma,
-                          const float *beta, const float *rmean, const float *rvar, float eps,
-                          float *y);
-void cdp_cuda_bn_bwd(int B, int C, int HW, const float *x, const float *gamma,
-                     const float *save, const float *dy, float *dx, float *dgamma,
-                     float *dbeta, int accumulate);
-void cdp_cuda_bn_running_update(int C, int N, double n, const double *stats, size_t stride,
-                                const float *rmean_in, const float *rvar_in, float m,
-                                float *rmean_out, float *rvar_out);
-void cdp_cuda_f64_pack(size_t n, const double *src, float *dst);
-void cdp_cuda_f64_unpack(size_t n, const float *src, double *dst);
-void cdp_cuda_maxpool_fwd(int B, int C, int H, int W, int k, int stride, int pad, int OH,
-                          int OW, const float *x, float *y, int32_t *idx);
-void cdp_cuda_maxpool_bwd(int B, int C, int H, int W, int OH, int OW, const int32_t *idx,
-                          const float *dy, float *dx);
-void cdp_cuda_avgpool_fwd(int B, int C, int HW, const float *x, float *y);
-void cdp_cuda_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx);
-void cdp_cuda_add3(size_t n, const float *a, const float *b, float *y);
+/* The backend's kernels: cdp_cuda_NAME for every entry of
+ * cdp/backend_kernels.def (kernels.cu, kernels_image.cu, kernels_tokens.cu),
+ * C++ linkage like the rest of src/gpu (only backend_cuda.cu's table takes
+ * their addresses); the table is expanded from the same list. */
+#define CDP_KERNEL(ret, name, params) ret cdp_cuda_##name params;
+#include "cdp/backend_kernels.def"
+#undef CDP_KERNEL
 
 /* cuDNN convolutions (conv_cudnn.cu), tried first by the conv2d entry
  * points: each returns 0 (ws_floats: 0) where cuDNN is off, not built or
@@ -175,27 +135,8 @@ int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, 
                        float *dx, float *dw, int accumulate, float *ws);
 const char *cdp_cuda_cudnn_describe(void);
 
-/* Transformer kernels (kernels_tokens.cu): batched GEMM, softmax, LayerNorm,
- * GELU, patch/class tokens and the row helpers of the backend contract. */
-void cdp_cuda_gemm_batched(int tA, int tB, int M, int N, int K, float alpha, const float *A,
-                           int lda, size_t sA, const float *Bm, int ldb, size_t sB, float beta,
-                           float *C, int ldc, size_t sC, int batch);
-void cdp_cuda_softmax_fwd(int R, int N, float *x);
-void cdp_cuda_softmax_bwd(int R, int N, float scale, const float *P, float *dp);
-void cdp_cuda_ln_fwd(int R, int D, const float *x, const float *gamma, const float *beta,
-                     float eps, float *y, float *save);
-void cdp_cuda_ln_bwd(int R, int D, const float *x, const float *gamma, const float *save,
-                     const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
-void cdp_cuda_gelu_fwd(size_t n, const float *x, float *y);
-void cdp_cuda_gelu_bwd(size_t n, const float *x, const float *dy, float *dx);
-void cdp_cuda_tokens_fwd(int B, int D, int n, const float *x, const float *cls, float *y);
-void cdp_cuda_tokens_bwd(int B, int D, int n, const float *dy, float *dx, float *dcls,
-                         int accumulate);
-void cdp_cuda_add_rows(int R, int N, const float *x, const float *p, float *y);
-void cdp_cuda_sum_rows(int R, int N, const float *x, float *out, int accumulate);
-void cdp_cuda_copy_rows(int R, int N, const float *src, size_t sld, float *dst, size_t dld);
-/* out[c] = (or +=) the sum over the R rows (stride ld) of column c; also
- * Linear's bias gradient */
+/* out[c] = (or +=) the sum over the R rows (stride ld) of column c
+ * (kernels_tokens.cu); also Linear's bias gradient */
 void cdp_cuda_colsum(int R, int N, size_t ld, const float *x, float *out, int accumulate);
 
 #endif

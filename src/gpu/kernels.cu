@@ -59,9 +59,21 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
         cdp_cuda_relu_fwd(n, y);
 }
 
+/* cuBLAS with beta = 1 promises no particular bits against a separate
+ * product and add (its kernel, split and fused multiply-adds are its own
+ * choice), so no shape is declared exact: the executor keeps its scratch
+ * path on this backend. */
+int cdp_cuda_accumulate_exact(int B, int in, int out)
+{
+    (void)B;
+    (void)in;
+    (void)out;
+    return 0;
+}
+
 /* With accumulate, dW += dy^T x (cuBLAS beta = 1, whose bits need not be
- * those of a separate product and add: the backend leaves accumulate_exact
- * NULL, so the executor does not rely on it) and db += column sums
+ * those of a separate product and add: cdp_cuda_accumulate_exact says so,
+ * so the executor does not rely on it) and db += column sums
  * (cdp_cuda_colsum). */
 void cdp_cuda_linear_bwd(int B, int in, int out, const float *x, const float *W,
                          const float *dy, float *dx, float *dW, float *db, int relu_dx,
