@@ -1,7 +1,8 @@
 # The documentation keeps up with the program: every option `cdp_run
 # --help` prints is named in README or doc/reference.md, and every
 # environment variable the sources read is a row of the table in
-# doc/reference.md section 9 (launcher variables, OMPI_*, excepted).
+# doc/reference.md section 9 (launcher variables, OMPI_*, excepted), and
+# every model of --list-models is in doc/reference.md's table of models.
 # Found missing before this test: --quiet, --eval-every, CDP_GEMM_SPLIT,
 # CDP_BN_SLICES.
 . "$(dirname "$0")/lib.sh"
@@ -17,6 +18,21 @@ for o in $opts; do
 done
 [ -z "$missing" ] && pass "every option of --help is in README or doc/reference.md" \
     || fail "options documented in neither README nor doc/reference.md:$missing"
+
+models=$("$CDP" --list-models | awk 'NR > 1 { print $1 }')
+n=$(echo "$models" | grep -c .)
+[ "$n" -ge 14 ] && pass "--list-models lists $n models" || fail "--list-models lists only $n"
+missing=""
+for mdl in $models; do
+    grep -qF -- "\`$mdl\`" "$src/doc/reference.md" || missing="$missing $mdl"
+done
+[ -z "$missing" ] && pass "every model of --list-models is in doc/reference.md's table" \
+    || fail "models missing from doc/reference.md:$missing"
+missing=""
+for mdl in $models; do
+    "$CDP" --help | grep -qF -- "$mdl" || missing="$missing $mdl"
+done
+[ -z "$missing" ] && pass "--help names every model" || fail "--help lacks:$missing"
 
 vars=$(grep -rhoE 'getenv\("[A-Z_0-9]+"\)' "$src/src" | sed 's/getenv("//; s/")//' |
     grep -v '^OMPI_' | sort -u)

@@ -945,11 +945,67 @@ START_TEST(model_bad_specs)
         ck_assert_msg(strncmp(err, "--model: ", 9) == 0, "'%s': '%s'", bad[k], err);
     }
     ck_assert(cdp_model_parse("xyz", 0, &m, err, sizeof err) == -1);
-    ck_assert(strncmp(err, "--model: expected one of mlp:IN-H1-...-OUT, resnet20", 52) == 0);
-    ck_assert(strstr(err, "got 'xyz'") != NULL);
+    /* whole (not cut by the buffer), naming the free forms and where the presets are */
+    ck_assert_msg(strncmp(err, "--model: unknown model 'xyz': expected a preset or "
+                          "mlp:IN-H1-...-OUT or vit:", 75) == 0, "%s", err);
+    ck_assert_msg(strstr(err, "(cdp_run --list-models lists them)") != NULL, "%s", err);
     ck_assert(cdp_model_parse("mlp:784-256-128-10", 4, &m, err, sizeof err) == -1);
     ck_assert(strncmp(err, "--stages: ", 10) == 0);
     ck_assert(cdp_model_parse(NULL, 0, &m, err, sizeof err) == -1);
+}
+END_TEST
+
+/* The table of models: unique names, every preset builds for the images it
+ * is made for, and torchvision's count their parameters as torchvision does
+ * (sum of numel over model.parameters(): torchvision's published counts;
+ * for resnet18-cifar, the common CIFAR ResNet18's 11,173,962). */
+START_TEST(model_registry)
+{
+    static const struct {
+        const char *name;
+        size_t params;
+    } known[] = {
+        { "resnet18", 11689512 }, { "resnet34", 21797672 }, { "resnet50", 25557032 },
+        { "resnet18-cifar", 11173962 }, { "vit-b16", 86567656 }, { "vit-b32", 88224232 },
+        { "vit-l16", 304326632 },
+    };
+    cdp_model_entry e, f;
+    int n = 0, presets = 0, checked = 0;
+    char err[256];
+    for (; cdp_model_entry_at(n, &e); n++) {
+        ck_assert_msg(e.name && e.family && e.about[0], "entry %d incomplete", n);
+        for (int k = 0; k < n; k++) {
+            cdp_model_entry_at(k, &f);
+            ck_assert_msg(strcmp(e.name, f.name) != 0, "%s listed twice", e.name);
+        }
+        ck_assert_msg(strstr(cdp_model_names(), e.name) != NULL, "%s", e.name);
+        if (e.free_form) {
+            ck_assert(e.input.c == 0);
+            continue;
+        }
+        presets++;
+        cdp_model m;
+        cdp_model_config c = { e.name, 0, e.input, e.classes, 1, CDP_BALANCE_FLOPS };
+        ck_assert_msg(cdp_model_build(&c, &m, err, sizeof err) == 0, "%s: %s", e.name, err);
+        size_t params = 0;   /* numel over state_dict's trained tensors */
+        for (int k = 0; k < m.ntensors; k++)
+            if (m.tensors[k].kind == CDP_TENSOR_PARAM) {
+                size_t numel = 1;
+                for (int d = 0; d < m.tensors[k].ndim; d++)
+                    numel *= (size_t)m.tensors[k].shape[d];
+                params += numel;
+            }
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            if (strcmp(known[k].name, e.name) == 0) {
+                ck_assert_msg(params == known[k].params, "%s: %zu parameters, not %zu",
+                              e.name, params, known[k].params);
+                checked++;
+            }
+        cdp_model_free(&m);
+    }
+    ck_assert_int_ge(presets, 13);
+    ck_assert_int_eq(checked, (int)(sizeof known / sizeof *known));
+    ck_assert(cdp_model_entry_at(n, &e) == 0 && cdp_model_entry_at(-1, &e) == 0);
 }
 END_TEST
 
@@ -1054,6 +1110,7 @@ static Suite *kernels_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, model_partition);
     tcase_add_test(tc, model_bad_specs);
+    tcase_add_test(tc, model_registry);
     tcase_add_test(tc, model_init_values);
     tcase_add_test(tc, model_evaluate);
     suite_add_tcase(s, tc);

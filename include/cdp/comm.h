@@ -30,10 +30,6 @@ enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS
 /* Longest host name kept (longer ones are cut). */
 #define CDP_HOST_MAX 64
 
-/* Bytes one rank is counted for in a collective of n bytes over P ranks. */
-double cdp_comm_allreduce_bytes(int P, double n);
-double cdp_comm_bcast_bytes(int P, double n);   /* also MPI_Reduce */
-
 /* What a rank is waiting for, in the schedule's terms, for the watchdog's
  * message: set by the waiter before cdp_comm_wait. */
 typedef struct cdp_comm_what {

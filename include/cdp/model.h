@@ -25,6 +25,7 @@
 #ifndef CDP_MODEL_H
 #define CDP_MODEL_H
 
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "cdp/backend.h"
@@ -112,17 +113,34 @@ typedef struct cdp_model_config {
     cdp_balance balance;          /* what --stages balances */
 } cdp_model_config;
 
-/* Builds the model named by c->spec: "mlp:IN-H1-...-OUT", "resnet20",
- * "resnet32", "resnet56", "resnet18", "resnet34", "resnet50" and the
- * "-cifar" variants of the last three.  Returns 0, or -1 with one line in
- * err.  Free with cdp_model_free. */
+/* Builds the model named by c->spec (one of cdp_model_entry_at's).
+ * Returns 0, or -1 with one line in err.  Free with cdp_model_free. */
 int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t errlen);
 /* cdp_model_build with the spec's own input and classes (an mlp:) or
  * 1x28x28 and 10 classes, one worker. */
 int cdp_model_parse(const char *spec, int stages, cdp_model *m, char *err, size_t errlen);
 void cdp_model_free(cdp_model *m);
-/* Names of the models --model accepts, for --help. */
+/* One model --model accepts: a preset ("resnet20", "vit-tiny") or a
+ * family's free form ("mlp:IN-H1-...-OUT"), from the one table of models
+ * (src/models/registry.c) that --help, --list-models and the error for an
+ * unknown name all read. */
+typedef struct cdp_model_entry {
+    const char *name;       /* as --model takes it (a free form names its fields) */
+    const char *family;     /* "mlp", "resnet", "vit" */
+    int free_form;          /* 1: name is a pattern, not a preset */
+    char about[200];        /* what it builds, and the PyTorch model it matches */
+    cdp_shape input;        /* the images it is made for (c = 0: any, from the data) */
+    int classes;            /* the classes it is made for (0: from the data) */
+} cdp_model_entry;
+
+/* The k-th model (k = 0, 1, ...) into *e: 1, or 0 past the last. */
+int cdp_model_entry_at(int k, cdp_model_entry *e);
+/* Every name, ", "-separated. */
 const char *cdp_model_names(void);
+/* The free forms ("mlp:IN-H1-...-OUT or vit:..."), for messages. */
+const char *cdp_model_forms(void);
+/* The table of models, one per line: name, family, input, what it is. */
+void cdp_model_list(FILE *f);
 
 /* Initialisation of every tensor (PyTorch's distributions), from seed
  * (counter-based: identical on every rank).  The j-th tensor of the file

@@ -60,7 +60,7 @@ typedef struct cdp_options {
     int eval_every;          /* evaluate the test set every this many epochs (0: only at the end) */
     int quiet;
     int timeout;             /* watchdog: seconds a wait on another rank may see no progress (0: off) */
-    int help, version;
+    int help, version, list_models;
 } cdp_options;
 
 void cdp_options_defaults(cdp_options *o);

@@ -122,6 +122,12 @@ void cdp_instr_format(const cdp_instr *in, char *buf, size_t len);
 /* The whole program of a rank, one instruction a line. */
 void cdp_schedule_dump(FILE *f, const cdp_schedule *s, int rank);
 
+/* Bytes one rank is counted for in a collective of n bytes over P ranks
+ * (the ring algorithms' volume): one formula for --plan's figures and the
+ * measured counters (src/sched/traffic.c). */
+double cdp_sched_allreduce_bytes(int P, double n);
+double cdp_sched_bcast_bytes(int P, double n);   /* also MPI_Reduce */
+
 /* Internal: append one instruction to a program (used by the builders). */
 void cdp_program_push(cdp_program *p, cdp_instr in);
 

@@ -231,7 +231,7 @@ typedef struct run {
     char err[1024];
 } run;
 
-/* Options, the same on every rank; --help and --version. */
+/* Options, the same on every rank; --help, --version and --list-models. */
 static int phase_options(run *r, int argc, char **argv)
 {
     cdp_options *o = &r->o;
@@ -239,9 +239,10 @@ static int phase_options(run *r, int argc, char **argv)
     int bad = cdp_options_parse(o, argc, argv, r->err, sizeof r->err);
     FAIL_IF(bad, r->err);
     catch_stop_signals();   /* from now on SIGTERM/SIGINT mean: stop (and checkpoint) */
-    if (o->help || o->version) {
+    if (o->help || o->version || o->list_models) {
         if (r->root) {
             if (o->help) cdp_options_help(stdout);
+            else if (o->list_models) cdp_model_list(stdout);
             else printf("cdp_run (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
         }
         return RUN_DONE;

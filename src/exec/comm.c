@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "cdp/clock.h"
 #include "cdp/comm.h"
+#include "cdp/schedule.h"
 
 /* Every rank's host name and CPU count, to all ranks; hosts numbered by
  * their lowest rank.  0, or -1 out of memory (on any rank: then on all). */
@@ -84,16 +85,6 @@ const char *cdp_comm_host(const cdp_comm *c, int r)
     if (!c->host_of || r < 0 || r >= c->size)
         return "?";
     return c->host_name[c->host_of[r]];
-}
-
-double cdp_comm_allreduce_bytes(int P, double n)
-{
-    return 2.0 * (P - 1) / P * n;
-}
-
-double cdp_comm_bcast_bytes(int P, double n)
-{
-    return (double)(P - 1) / P * n;
 }
 
 /* ------------------------------------------------------------ watchdog
@@ -391,7 +382,7 @@ void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n)
     MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, sub, &r);
     cdp_comm_wait(c, &r);
     c->collectives++;
-    count(c, (int64_t)cdp_comm_allreduce_bytes(size, (double)n * sizeof(float)));
+    count(c, (int64_t)cdp_sched_allreduce_bytes(size, (double)n * sizeof(float)));
 }
 
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root)
@@ -400,7 +391,7 @@ void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root)
     MPI_Ibcast(buf, as_count(n), MPI_BYTE, root, c->comm, &r);
     cdp_comm_wait(c, &r);
     c->collectives++;
-    count(c, (int64_t)cdp_comm_bcast_bytes(c->size, (double)n));
+    count(c, (int64_t)cdp_sched_bcast_bytes(c->size, (double)n));
 }
 
 void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, int root)
@@ -410,7 +401,7 @@ void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, 
                 as_count(n), MPI_FLOAT, MPI_SUM, root, c->comm, &r);
     cdp_comm_wait(c, &r);
     c->collectives++;
-    count(c, (int64_t)cdp_comm_bcast_bytes(c->size, (double)n * sizeof(float)));
+    count(c, (int64_t)cdp_sched_bcast_bytes(c->size, (double)n * sizeof(float)));
 }
 
 int cdp_comm_any(cdp_comm *c, int flag)

@@ -40,11 +40,23 @@ int mb_token_select(mb *b, int in);
 /* Sets the initialisation of the layer that produced tensor t; returns t. */
 int mb_init_style(mb *b, int t, cdp_init_style style);
 
-/* Builders: add blocks to b->m (input node 0 of shape m->input). 0, or -1
- * with a message.  default_stages: the stage count when --stages is not
- * given. */
-int cdp_build_mlp(mb *b, const char *spec, int *default_stages);
-int cdp_build_resnet(mb *b, const char *spec, int *default_stages);
-int cdp_build_vit(mb *b, const char *spec, int *default_stages);
+/* A family of models, in its own file (mlp.c, resnet.c, vit.c) and one
+ * line of registry.c.  build adds blocks to b->m (input node 0 of shape
+ * m->input): 0, or -1 with a message; default_stages: the stage count when
+ * --stages is not given. */
+typedef struct cdp_model_family {
+    const char *name;
+    const char *form;         /* the free form's pattern, or NULL */
+    const char *form_prefix;  /* what a spec of the free form starts with */
+    const char *form_about;
+    /* the k-th preset into e (name, about, input, classes): 1, or 0 past the last */
+    int (*preset)(int k, cdp_model_entry *e);
+    int (*build)(mb *b, const char *spec, int *default_stages);
+} cdp_model_family;
+
+extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit;
+
+/* The family that builds spec (a preset's name or its free form), or NULL. */
+const cdp_model_family *cdp_model_family_of(const char *spec);
 
 #endif

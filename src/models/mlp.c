@@ -8,7 +8,7 @@
 
 #define MAX_WIDTH 65536
 
-int cdp_build_mlp(mb *b, const char *spec, int *default_stages)
+static int build(mb *b, const char *spec, int *default_stages)
 {
     const char *p = spec + 4;
     int dims[CDP_MAX_LAYERS + 2];
@@ -75,3 +75,16 @@ int cdp_build_mlp(mb *b, const char *spec, int *default_stages)
     *default_stages = nd - 1;
     return t < 0 ? -1 : 0;
 }
+
+static int no_preset(int k, cdp_model_entry *e)
+{
+    (void)k;
+    (void)e;
+    return 0;
+}
+
+const cdp_model_family cdp_family_mlp = {
+    "mlp", "mlp:IN-H1-...-OUT", "mlp:",
+    "Linear layers of the given widths, a ReLU after each but the last (torch.nn.Sequential)",
+    no_preset, build,
+};

@@ -475,22 +475,6 @@ static int cut(cdp_model *m, int L, const double *cost, char *err, size_t errlen
 
 /* ------------------------------------------------------------ build */
 
-static const struct {
-    const char *prefix;
-    int (*build)(mb *, const char *, int *);
-} builders[] = {
-    { "mlp:", cdp_build_mlp },
-    { "resnet", cdp_build_resnet },
-    { "vit", cdp_build_vit },
-};
-
-const char *cdp_model_names(void)
-{
-    return "mlp:IN-H1-...-OUT, resnet20, resnet32, resnet56, resnet18, resnet34, resnet50, "
-           "resnet18-cifar, resnet34-cifar, resnet50-cifar, vit:patch=P,dim=D,depth=K,heads=H,"
-           "mlp=M, vit-tiny, vit-b16";
-}
-
 int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -502,13 +486,14 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
     mb b = { m, 0, 0, 0, err, errlen, 0 };
     int default_stages = 1, rc = -1, matched = 0;
     err[0] = '\0';
-    for (size_t k = 0; k < sizeof builders / sizeof *builders && !matched; k++)
-        if (strncmp(spec, builders[k].prefix, strlen(builders[k].prefix)) == 0) {
-            matched = 1;
-            rc = builders[k].build(&b, spec, &default_stages);
-        }
+    const cdp_model_family *fam = cdp_model_family_of(spec);
+    if (fam) {
+        matched = 1;
+        rc = fam->build(&b, spec, &default_stages);
+    }
     if (!matched || (rc && !err[0]))
-        snprintf(err, errlen, "--model: expected one of %s, got '%.200s'", cdp_model_names(), spec);
+        snprintf(err, errlen, "--model: unknown model '%.100s': expected a preset or %s "
+                 "(cdp_run --list-models lists them)", spec, cdp_model_forms());
     if (rc || b.failed || m->nblocks < 1) {
         cdp_model_free(m);
         return -1;

@@ -16,18 +16,22 @@ typedef struct resnet_spec {
     int blocks[4];
     int width[4];
     int stem;        /* 0: CIFAR (3x3/1 conv, no pool), 1: ImageNet */
+    const char *paper;   /* what it is: the torchvision model or the paper's */
 } resnet_spec;
 
 static const resnet_spec specs[] = {
-    { "resnet20", 0, 3, { 3, 3, 3 }, { 16, 32, 64 }, 0 },
-    { "resnet32", 0, 3, { 5, 5, 5 }, { 16, 32, 64 }, 0 },
-    { "resnet56", 0, 3, { 9, 9, 9 }, { 16, 32, 64 }, 0 },
-    { "resnet18", 0, 4, { 2, 2, 2, 2 }, { 64, 128, 256, 512 }, 1 },
-    { "resnet34", 0, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 1 },
-    { "resnet50", 1, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 1 },
-    { "resnet18-cifar", 0, 4, { 2, 2, 2, 2 }, { 64, 128, 256, 512 }, 0 },
-    { "resnet34-cifar", 0, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 0 },
-    { "resnet50-cifar", 1, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 0 },
+    { "resnet20", 0, 3, { 3, 3, 3 }, { 16, 32, 64 }, 0, "He et al. 2016's CIFAR ResNet-20" },
+    { "resnet32", 0, 3, { 5, 5, 5 }, { 16, 32, 64 }, 0, "He et al. 2016's CIFAR ResNet-32" },
+    { "resnet56", 0, 3, { 9, 9, 9 }, { 16, 32, 64 }, 0, "He et al. 2016's CIFAR ResNet-56" },
+    { "resnet18", 0, 4, { 2, 2, 2, 2 }, { 64, 128, 256, 512 }, 1, "torchvision.models.resnet18" },
+    { "resnet34", 0, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 1, "torchvision.models.resnet34" },
+    { "resnet50", 1, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 1, "torchvision.models.resnet50" },
+    { "resnet18-cifar", 0, 4, { 2, 2, 2, 2 }, { 64, 128, 256, 512 }, 0,
+      "torchvision's resnet18 with the small-image stem" },
+    { "resnet34-cifar", 0, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 0,
+      "torchvision's resnet34 with the small-image stem" },
+    { "resnet50-cifar", 1, 4, { 3, 4, 6, 3 }, { 64, 128, 256, 512 }, 0,
+      "torchvision's resnet50 with the small-image stem" },
 };
 
 static int conv_bn(mb *b, const char *block, const char *conv, const char *bn, int in,
@@ -60,7 +64,7 @@ static int residual(mb *b, const char *name, int x, int cin, int planes, int str
     return mb_relu(b, mb_add(b, a, s));
 }
 
-int cdp_build_resnet(mb *b, const char *spec, int *default_stages)
+static int build(mb *b, const char *spec, int *default_stages)
 {
     const resnet_spec *r = NULL;
     for (size_t k = 0; k < sizeof specs / sizeof *specs; k++)
@@ -91,3 +95,28 @@ int cdp_build_resnet(mb *b, const char *spec, int *default_stages)
     *default_stages = 4;
     return x < 0 ? -1 : 0;
 }
+
+static int preset(int k, cdp_model_entry *e)
+{
+    if (k < 0 || (size_t)k >= sizeof specs / sizeof *specs)
+        return 0;
+    const resnet_spec *r = &specs[k];
+    char depth[32] = "", width[32] = "";
+    for (int g = 0; g < r->groups; g++) {
+        size_t nd = strlen(depth), nw = strlen(width);
+        snprintf(depth + nd, sizeof depth - nd, "%s%d", g ? "-" : "", r->blocks[g]);
+        snprintf(width + nw, sizeof width - nw, "%s%d", g ? "-" : "", r->width[g]);
+    }
+    e->name = r->name;
+    snprintf(e->about, sizeof e->about, "%s: %s blocks %s, widths %s, %s", r->paper,
+             r->bottleneck ? "Bottleneck" : "BasicBlock", depth, width,
+             r->stem ? "7x7/2 stem and max pool" : "3x3/1 stem");
+    /* ImageNet's images for torchvision's; the CIFAR ones for the others */
+    e->input = r->stem ? (cdp_shape){ 3, 224, 224 } : (cdp_shape){ 3, 32, 32 };
+    e->classes = r->stem ? 1000 : 10;
+    return 1;
+}
+
+const cdp_model_family cdp_family_resnet = {
+    "resnet", NULL, NULL, NULL, preset, build,
+};

@@ -21,11 +21,13 @@ typedef struct vit_spec {
 static const struct {
     const char *name;
     vit_spec s;
+    const char *paper;
+    int size;   /* the images it is made for: size x size */
 } presets[] = {
-    { "vit-tiny", { 4, 192, 6, 3, 768 } },
-    { "vit-b16", { 16, 768, 12, 12, 3072 } },
-    { "vit-b32", { 32, 768, 12, 12, 3072 } },
-    { "vit-l16", { 16, 1024, 24, 16, 4096 } },
+    { "vit-tiny", { 4, 192, 6, 3, 768 }, "a small ViT for 28x28 and 32x32 images", 32 },
+    { "vit-b16", { 16, 768, 12, 12, 3072 }, "torchvision.models.vit_b_16", 224 },
+    { "vit-b32", { 32, 768, 12, 12, 3072 }, "torchvision.models.vit_b_32", 224 },
+    { "vit-l16", { 16, 1024, 24, 16, 4096 }, "torchvision.models.vit_l_16", 224 },
 };
 
 #define VIT_FORMAT "vit:patch=P,dim=D,depth=K,heads=H,mlp=M"
@@ -89,7 +91,7 @@ static int encoder_block(mb *b, int x, int i, const vit_spec *v)
     return mb_add(b, y, x);
 }
 
-int cdp_build_vit(mb *b, const char *spec, int *default_stages)
+static int build(mb *b, const char *spec, int *default_stages)
 {
     vit_spec v;
     int found = 0;
@@ -133,3 +135,22 @@ int cdp_build_vit(mb *b, const char *spec, int *default_stages)
     *default_stages = v.depth + 2 < 4 ? v.depth + 2 : 4;
     return x < 0 ? -1 : 0;
 }
+
+static int preset(int k, cdp_model_entry *e)
+{
+    if (k < 0 || (size_t)k >= sizeof presets / sizeof *presets)
+        return 0;
+    const vit_spec *v = &presets[k].s;
+    e->name = presets[k].name;
+    snprintf(e->about, sizeof e->about, "%s: patch %d, dim %d, depth %d, heads %d, mlp %d",
+             presets[k].paper, v->patch, v->dim, v->depth, v->heads, v->mlp);
+    e->input = (cdp_shape){ 3, presets[k].size, presets[k].size };
+    e->classes = presets[k].size == 224 ? 1000 : 10;
+    return 1;
+}
+
+const cdp_model_family cdp_family_vit = {
+    "vit", VIT_FORMAT, "vit:",
+    "a Vision Transformer of the given sizes (torchvision.models.VisionTransformer)",
+    preset, build,
+};

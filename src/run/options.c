@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cdp/model.h"
 #include "cdp/optim.h"
 #include "cdp/options.h"
 #include "cdp/output.h"
@@ -43,6 +44,27 @@ void cdp_options_defaults(cdp_options *o)
     o->keep_checkpoints = 1;
 }
 
+/* --model's names from the table of models, wrapped under the option */
+static void print_model_names(FILE *f)
+{
+    const int indent = 25, width = 88;
+    cdp_model_entry e;
+    int n = 0;
+    while (cdp_model_entry_at(n, &e))
+        n++;
+    int col = fprintf(f, "%*s", indent, "");
+    for (int k = 0; k < n; k++) {
+        cdp_model_entry_at(k, &e);
+        int len = (int)strlen(e.name) + (k + 1 < n);
+        if (col > indent && col + 1 + len > width)
+            col = fprintf(f, "\n%*s", indent, "") - 1;
+        else if (col > indent)
+            col += fprintf(f, " ");
+        col += fprintf(f, "%s%s", e.name, k + 1 < n ? "," : "");
+    }
+    fprintf(f, "\n");
+}
+
 void cdp_options_help(FILE *f)
 {
     fputs(
@@ -51,11 +73,9 @@ void cdp_options_help(FILE *f)
 "Cyclic Data Parallelism (cdp-v1, cdp-v2).\n"
 "\n"
 "Model and schedule:\n"
-"  --model SPEC           network: mlp:IN-H1-...-OUT, resnet20, resnet32, resnet56,\n"
-"                         resnet18, resnet34, resnet50 (ImageNet stem), resnet18-cifar,\n"
-"                         resnet34-cifar, resnet50-cifar (3x3 stem),\n"
-"                         vit:patch=P,dim=D,depth=K,heads=H,mlp=M, vit-tiny, vit-b16,\n"
-"                         vit-b32, vit-l16 (torchvision's names)  [mlp:784-256-128-10]\n"
+"  --model SPEC           network; --list-models says what each is [mlp:784-256-128-10]\n", f);
+    print_model_names(f);
+    fputs(
 "  --stages L             contiguous runs of blocks, balanced by --balance\n"
 "                         [mlp: one per Linear layer; ResNets and ViTs: 4]\n"
 "  --balance B            what the stages balance: flops | activations (kept bytes)\n"
@@ -144,6 +164,7 @@ void cdp_options_help(FILE *f)
 "                         waits on if they are alive; no answer within 2 s stops\n"
 "                         the job with a line naming the rank and the instruction\n"
 "                         waited on (see Exit status); 0: off      [600]\n"
+"  --list-models          the models --model takes, with what each is, and exit\n"
 "  --help, --version\n"
 "Exit status:\n"
 "  0 done; 1 an error (one line \"cdp_run: error: ...\" names it); 3 the run\n"
@@ -392,7 +413,7 @@ enum {
     O_INIT, O_SAVE, O_METRICS, O_TRACE, O_CKPT, O_CKPT_EVERY, O_CKPT_EVERY_STEPS, O_KEEP_CKPT,
     O_RESUME, O_BACKEND, O_FLUSH_DENORMALS, O_ALLOW_MIXED, O_THREADS, O_PLAN, O_PLAN_STEPS, O_VERIFY, O_LAYER_TIMES,
     O_EVAL_EVERY, O_QUIET, O_TIMEOUT, O_AUGMENT, O_NORMALIZE, O_LOG_EVERY,
-    O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION
+    O_BALANCE, O_OPTIMIZER, O_BETAS, O_EPS, O_LR_SCHEDULE, O_WARMUP, O_HELP, O_VERSION, O_LIST_MODELS
 };
 
 /* The entry of the long option whose value is c (NULL: none). */
@@ -456,6 +477,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         { "normalize", required_argument, 0, O_NORMALIZE },
         { "help", no_argument, 0, O_HELP },
         { "version", no_argument, 0, O_VERSION },
+        { "list-models", no_argument, 0, O_LIST_MODELS },
         { 0, 0, 0, 0 }
     };
     long long iv;
@@ -567,6 +589,7 @@ int cdp_options_parse(cdp_options *o, int argc, char **argv, char *err, size_t e
         case O_TIMEOUT: if (parse_int(opt, optarg, 0, 1000000, &iv, err, errlen)) return -1; o->timeout = (int)iv; break;
         case 'h': case O_HELP: o->help = 1; break;
         case O_VERSION: o->version = 1; break;
+        case O_LIST_MODELS: o->list_models = 1; break;
         case ':':   /* a required value is missing (the option ended the line) */
             if (option_of(longopts, optopt))
                 snprintf(err, errlen, "--%s: the value is missing (see --help)",

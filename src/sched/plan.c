@@ -4,7 +4,6 @@
  * against the instruction lists for small configurations. */
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/comm.h"
 #include "cdp/plan.h"
 
 typedef struct plan_fig {
@@ -101,16 +100,16 @@ static double schedule_traffic(const cdp_sched_config *c, const cdp_model *m, in
             case CDP_OP_ALLREDUCE:
                 coll++;
                 if (l < 0) {
-                    b = cdp_comm_allreduce_bytes(c->P, total);
+                    b = cdp_sched_allreduce_bytes(c->P, total);
                 } else {
                     int S = 0;
                     for (int q = 0; q < c->P; q++) S += cdp_schedule_holds(&s, q, l);
-                    b = cdp_comm_allreduce_bytes(S, stage_param_bytes(m, l));
+                    b = cdp_sched_allreduce_bytes(S, stage_param_bytes(m, l));
                 }
                 break;
             case CDP_OP_BCAST_PARAMS: case CDP_OP_REDUCE_GRAD:
                 coll++;
-                b = cdp_comm_bcast_bytes(c->P, stage_param_bytes(m, l));
+                b = cdp_sched_bcast_bytes(c->P, stage_param_bytes(m, l));
                 break;
             default: break;
             }
