@@ -955,6 +955,36 @@ START_TEST(model_bad_specs)
 }
 END_TEST
 
+/* Every kind of cdp/layer_kinds.def has an ops table whose flags agree with
+ * what models/ and the executor do with them. */
+START_TEST(layer_table)
+{
+    for (int k = 0; k < CDP_LAYER_KINDS; k++) {
+        const cdp_layer_ops *ops = cdp_layer_ops_of((cdp_layer_kind)k);
+        ck_assert_msg(ops != NULL, "kind %d has no ops", k);
+        ck_assert_msg(ops->name && ops->name[0] && ops->shape && ops->flops, "kind %d", k);
+        for (int j = 0; j < k; j++)
+            ck_assert_msg(strcmp(ops->name, cdp_layer_ops_of((cdp_layer_kind)j)->name) != 0,
+                          "two kinds named %s", ops->name);
+        if (ops->storage == CDP_STORAGE_VIEW)   /* no work: skipped both ways */
+            ck_assert_msg(!ops->fwd && !ops->bwd && !ops->params, "%s", ops->name);
+        else
+            ck_assert_msg(ops->fwd && ops->bwd, "%s lacks fwd or bwd", ops->name);
+        if (ops->relu)   /* the fusion rewrites its output in place */
+            ck_assert_msg(ops->storage == CDP_STORAGE_IN_PLACE && !ops->params, "%s", ops->name);
+        if (ops->update_buffers)   /* its statistics feed its buffers */
+            ck_assert_msg(ops->stat_doubles && ops->params, "%s", ops->name);
+    }
+    ck_assert_ptr_null(cdp_layer_ops_of(CDP_LAYER_KINDS));
+    ck_assert_ptr_null(cdp_layer_ops_of((cdp_layer_kind)-1));
+    ck_assert_str_eq(cdp_layer_ops_of(CDP_LAYER_RELU)->name, "relu");
+    ck_assert_int_eq(cdp_layer_ops_of(CDP_LAYER_RELU)->relu, 1);
+    ck_assert_int_eq(cdp_layer_ops_of(CDP_LAYER_LINEAR)->fuses_relu, 1);
+    ck_assert_int_eq(cdp_layer_ops_of(CDP_LAYER_FLATTEN)->storage, CDP_STORAGE_VIEW);
+    ck_assert_ptr_nonnull(cdp_layer_ops_of(CDP_LAYER_BATCHNORM2D)->update_buffers);
+}
+END_TEST
+
 /* The table of models: unique names, every preset builds for the images it
  * is made for, and torchvision's count their parameters as torchvision does
  * (sum of numel over model.parameters(): torchvision's published counts;
@@ -1110,6 +1140,7 @@ static Suite *kernels_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, model_partition);
     tcase_add_test(tc, model_bad_specs);
+    tcase_add_test(tc, layer_table);
     tcase_add_test(tc, model_registry);
     tcase_add_test(tc, model_init_values);
     tcase_add_test(tc, model_evaluate);

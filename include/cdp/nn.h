@@ -27,20 +27,9 @@ static inline size_t cdp_shape_n(cdp_shape s)
 }
 
 typedef enum cdp_layer_kind {
-    CDP_LAYER_LINEAR,
-    CDP_LAYER_CONV2D,
-    CDP_LAYER_BATCHNORM2D,
-    CDP_LAYER_RELU,        /* in place: its output is its input's storage */
-    CDP_LAYER_MAXPOOL2D,
-    CDP_LAYER_AVGPOOL,     /* global average pooling, [C,H,W] -> [C,1,1] */
-    CDP_LAYER_FLATTEN,     /* [C,1,1] -> [C]: a view, no storage, no work */
-    CDP_LAYER_ADD,         /* residual add of two tensors */
-    CDP_LAYER_LAYERNORM,   /* over the last dim of tokens [T, 1, D] */
-    CDP_LAYER_GELU,        /* exact (erf) */
-    CDP_LAYER_ATTENTION,   /* multi-head self-attention, fused QKV projection */
-    CDP_LAYER_CLASS_TOKEN, /* conv output [D, h, w] -> tokens [1 + h*w, 1, D], class token first */
-    CDP_LAYER_POS_EMBED,   /* tokens + learned position embedding */
-    CDP_LAYER_TOKEN_SELECT,/* tokens [T, 1, D] -> the first token [D, 1, 1] */
+#define CDP_LAYER_KIND(KIND, ops) CDP_LAYER_##KIND,
+#include "cdp/layer_kinds.def"
+#undef CDP_LAYER_KIND
     CDP_LAYER_KINDS
 } cdp_layer_kind;
 
@@ -121,8 +110,34 @@ typedef struct cdp_layer_io {
     float *ws;            /* scratch: the layer's ws_floats */
 } cdp_layer_io;
 
+/* Where a layer's output lives. */
+typedef enum cdp_layer_storage {
+    CDP_STORAGE_NEW,        /* a tensor of its own */
+    CDP_STORAGE_IN_PLACE,   /* over its input (the model aliases the two, so no
+                             * other layer may read the input); its backward
+                             * works in place on the output's gradient */
+    CDP_STORAGE_VIEW        /* its input's storage in another shape: no work
+                             * forward or backward */
+} cdp_layer_storage;
+
 typedef struct cdp_layer_ops {
     const char *name;
+    cdp_layer_storage storage;
+    /* 1: an in-place max(x, 0), whose backward masks the gradient by the
+     * output's sign.  The layer before it, when it fuses_relu, runs it in
+     * its forward; its only reader, when it fuses_relu, applies the mask
+     * to its dx (relu_dx); a stage that ends with it leaves the mask to
+     * the next stage, so that no backward reads its own stage's output. */
+    int relu;
+    /* 1: the forward can apply a following ReLU and the backward the mask
+     * of the ReLU that produced its input (cdp_layer.fuse_relu, relu_dx) */
+    int fuses_relu;
+    /* after the optimizer step: the buffers (running statistics) from the
+     * statistics of the step's N micro-batches of B samples (stats: the
+     * layer's first, stride doubles between micro-batches); NULL: none */
+    void (*update_buffers)(const cdp_layer *ly, const cdp_backend *be, int N, int B,
+                           const double *stats, size_t stride, const float *buf_in,
+                           float *buf_out);
     /* output shape from the input shape; -1 with a message when invalid */
     int (*shape)(cdp_layer *ly, char *err, size_t errlen);
     /* the layer's parameter tensors (up to 8), in file order */

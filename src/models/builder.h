@@ -17,6 +17,15 @@ typedef struct mb {
 /* The input shape and class count of a model built without data (a config
  * with input.c == 0 or classes == 0): what the builder's spec implies. */
 void mb_default_io(mb *b, cdp_shape input, int classes);
+/* A layer of the kind with its module name (fields zero, in2 -1): set its
+ * kind's fields, then mb_layer.  Returns it. */
+cdp_layer mb_named(cdp_layer_kind kind, const char *name);
+/* Adds ly reading tensor in (and in2, or -1); its ops compute its output
+ * shape.  The output tensor, or -1 after an error.  The mb_ helpers below
+ * are this for each kind the builders use. */
+int mb_layer(mb *b, cdp_layer ly, int in, int in2);
+/* Room for need elements of elem bytes in p (cap of them now), doubling. */
+void *cdp_model_grow(void *p, int *cap, int need, size_t elem);
 /* Starts a block: the layers added until the next mb_block form it. */
 void mb_block(mb *b);
 /* Each returns the output tensor (node) index, or -1 after an error. */

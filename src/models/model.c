@@ -1,204 +1,13 @@
-/* The model: building the layer graph (the mb_* calls of the builders),
- * cutting its blocks into stages balanced by FLOPs, and laying out every
- * stage's parameters, activations and workspace (cdp/model.h). */
+/* The model: building it from its spec (the family's builder makes the
+ * layer graph, graph.c), cutting its blocks into stages balanced by FLOPs,
+ * and laying out every stage's parameters, activations and workspace
+ * (cdp/model.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builder.h"
 #include "stage_internal.h"
-
-/* ------------------------------------------------------------ building */
-
-static void *grow(void *p, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return p;
-    int c = *cap ? *cap : 16;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(p, (size_t)c * elem);
-    if (!q) abort();
-    *cap = c;
-    return q;
-}
-
-static int add_node(mb *b, cdp_shape s, int producer, int root)
-{
-    cdp_model *m = b->m;
-    m->nodes = grow(m->nodes, &b->cap_nodes, m->nnodes + 1, sizeof *m->nodes);
-    int t = m->nnodes++;
-    m->nodes[t] = (cdp_node){ s, producer, root < 0 ? t : root, 0 };
-    return t;
-}
-
-void mb_default_io(mb *b, cdp_shape input, int classes)
-{
-    if (b->m->input.c == 0)
-        b->m->input = input;
-    if (b->m->classes == 0)
-        b->m->classes = classes;
-}
-
-void mb_block(mb *b)
-{
-    cdp_model *m = b->m;
-    m->block_first = grow(m->block_first, &b->cap_blocks, m->nblocks + 2, sizeof *m->block_first);
-    m->block_first[m->nblocks++] = m->nlayers;
-}
-
-/* Adds ly reading tensor in (and in2); computes its output shape. */
-static int add_layer(mb *b, cdp_layer ly, int in, int in2)
-{
-    cdp_model *m = b->m;
-    if (b->failed || in < 0 || (in2 < -1))
-        return -1;
-    if (m->nnodes == 0)   /* node 0: the network's input, shaped by now */
-        add_node(b, m->input, -1, -1);
-    ly.in = in;
-    ly.in2 = in2;
-    ly.xs = m->nodes[in].shape;
-    if (in2 >= 0) {
-        cdp_shape s2 = m->nodes[in2].shape;
-        if (s2.c != ly.xs.c || s2.h != ly.xs.h || s2.w != ly.xs.w) {
-            snprintf(b->err, b->errlen, "--model: internal error: add of %dx%dx%d and %dx%dx%d",
-                     ly.xs.c, ly.xs.h, ly.xs.w, s2.c, s2.h, s2.w);
-            b->failed = 1;
-            return -1;
-        }
-    }
-    const cdp_layer_ops *ops = cdp_layer_ops_of(ly.kind);
-    if (ops->shape(&ly, b->err, b->errlen)) {
-        b->failed = 1;
-        return -1;
-    }
-    m->layers = grow(m->layers, &b->cap_layers, m->nlayers + 1, sizeof *m->layers);
-    const int j = m->nlayers++;
-    const int view = ly.kind == CDP_LAYER_RELU || ly.kind == CDP_LAYER_FLATTEN;
-    ly.out = add_node(b, ly.ys, j, view ? m->nodes[in].root : -1);
-    m->layers[j] = ly;
-    m->nodes[in].consumers++;
-    if (in2 >= 0)
-        m->nodes[in2].consumers++;
-    return ly.out;
-}
-
-static cdp_layer named(cdp_layer_kind kind, const char *name)
-{
-    cdp_layer ly;
-    memset(&ly, 0, sizeof ly);
-    ly.kind = kind;
-    ly.in2 = -1;
-    if (name)
-        snprintf(ly.name, sizeof ly.name, "%s", name);
-    return ly;
-}
-
-int mb_linear(mb *b, const char *name, int in, int out_features)
-{
-    cdp_layer ly = named(CDP_LAYER_LINEAR, name);
-    ly.ys.c = out_features;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_conv(mb *b, const char *name, int in, int out_channels, int k, int stride, int pad,
-            int bias)
-{
-    cdp_layer ly = named(CDP_LAYER_CONV2D, name);
-    ly.ys.c = out_channels;
-    ly.k = k;
-    ly.stride = stride;
-    ly.pad = pad;
-    ly.bias = bias;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_bn(mb *b, const char *name, int in)
-{
-    cdp_layer ly = named(CDP_LAYER_BATCHNORM2D, name);
-    ly.eps = 1e-5f;
-    ly.momentum = 0.1f;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_relu(mb *b, int in)
-{
-    return add_layer(b, named(CDP_LAYER_RELU, "relu"), in, -1);
-}
-
-int mb_maxpool(mb *b, int in, int k, int stride, int pad)
-{
-    cdp_layer ly = named(CDP_LAYER_MAXPOOL2D, "maxpool");
-    ly.k = k;
-    ly.stride = stride;
-    ly.pad = pad;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_avgpool(mb *b, int in)
-{
-    return add_layer(b, named(CDP_LAYER_AVGPOOL, "avgpool"), in, -1);
-}
-
-int mb_flatten(mb *b, int in)
-{
-    return add_layer(b, named(CDP_LAYER_FLATTEN, "flatten"), in, -1);
-}
-
-int mb_add(mb *b, int x, int y)
-{
-    return add_layer(b, named(CDP_LAYER_ADD, "add"), x, y);
-}
-
-int mb_init_style(mb *b, int t, cdp_init_style style)
-{
-    if (t < 0 || b->failed)
-        return -1;
-    b->m->layers[b->m->nodes[t].producer].init = style;
-    return t;
-}
-
-int mb_linear_tokens(mb *b, const char *name, int in, int out_features)
-{
-    cdp_layer ly = named(CDP_LAYER_LINEAR, name);
-    ly.tokens = 1;
-    ly.ys.w = out_features;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_layernorm(mb *b, const char *name, int in, float eps)
-{
-    cdp_layer ly = named(CDP_LAYER_LAYERNORM, name);
-    ly.eps = eps;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_gelu(mb *b, int in)
-{
-    return add_layer(b, named(CDP_LAYER_GELU, "gelu"), in, -1);
-}
-
-int mb_attention(mb *b, const char *name, int in, int heads)
-{
-    cdp_layer ly = named(CDP_LAYER_ATTENTION, name);
-    ly.heads = heads;
-    return add_layer(b, ly, in, -1);
-}
-
-int mb_class_token(mb *b, int in)
-{
-    return add_layer(b, named(CDP_LAYER_CLASS_TOKEN, ""), in, -1);
-}
-
-int mb_pos_embed(mb *b, const char *name, int in)
-{
-    return add_layer(b, named(CDP_LAYER_POS_EMBED, name), in, -1);
-}
-
-int mb_token_select(mb *b, int in)
-{
-    return add_layer(b, named(CDP_LAYER_TOKEN_SELECT, "select"), in, -1);
-}
 
 /* ------------------------------------------------------------ FLOPs */
 
@@ -272,10 +81,12 @@ static void partition(cdp_model *m, int L, const double *cost)
 
 static size_t even(size_t n) { return (n + 1) & ~(size_t)1; }
 
-static int stage_has_bn(const cdp_model *m, int l)
+/* whether stage l keeps per-micro-batch statistics (doubles: the regions
+ * are then laid out at even floats) */
+static int stage_has_stats(const cdp_model *m, int l)
 {
     for (int j = m->plan[l].first_layer; j < m->plan[l].end_layer; j++)
-        if (m->layers[j].kind == CDP_LAYER_BATCHNORM2D)
+        if (cdp_layer_ops_of(m->layers[j].kind)->stat_doubles)
             return 1;
     return 0;
 }
@@ -296,7 +107,7 @@ static void layout_params(cdp_model *m)
     int nt = 0, cap = 0;
     for (int l = 0; l < m->nstages; l++) {
         cdp_stage_plan *P = &m->plan[l];
-        const int bn = stage_has_bn(m, l);
+        const int bn = stage_has_stats(m, l);
         size_t tn = 0, bufn = 0, slot = 0;
         for (int j = P->first_layer; j < P->end_layer; j++) {
             cdp_layer *ly = &m->layers[j];
@@ -342,7 +153,7 @@ static void layout_params(cdp_model *m)
             int nd = ops->params ? ops->params(ly, d) : 0;
             size_t po = m->stage_off[l] + ly->p_off, bo = m->stage_off[l] + ly->b_off;
             for (int k = 0; k < nd; k++) {
-                m->tensors = grow(m->tensors, &cap, nt + 1, sizeof *m->tensors);
+                m->tensors = cdp_model_grow(m->tensors, &cap, nt + 1, sizeof *m->tensors);
                 cdp_tensor_info *t = &m->tensors[nt++];
                 memset(t, 0, sizeof *t);
                 snprintf(t->name, sizeof t->name, "%s%s%s", ly->name, ly->name[0] ? "." : "",
@@ -399,21 +210,23 @@ static int plan_fusion(cdp_model *m, char *err, size_t errlen)
 {
     for (int j = 0; j < m->nlayers; j++) {
         cdp_layer *ly = &m->layers[j];
-        if (ly->kind != CDP_LAYER_RELU)
+        const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+        if (ops->storage != CDP_STORAGE_IN_PLACE)
             continue;
         /* in place: nobody else may read the tensor it overwrites */
         if (m->nodes[ly->in].consumers != 1 || m->nodes[ly->in].producer < 0) {
-            snprintf(err, errlen, "--model: internal error: in-place ReLU on a shared tensor");
+            snprintf(err, errlen, "--model: internal error: in-place %s on a shared tensor",
+                     ops->name);
             return -1;
         }
         cdp_layer *prev = &m->layers[m->nodes[ly->in].producer];
-        if (prev->kind == CDP_LAYER_LINEAR && prev == ly - 1)
+        if (ops->relu && cdp_layer_ops_of(prev->kind)->fuses_relu && prev == ly - 1)
             prev->fuse_relu = 1;
     }
     for (int l = 0; l < m->nstages; l++) {
         cdp_stage_plan *P = &m->plan[l];
         P->delegate_relu = l < m->nstages - 1 &&
-                           m->layers[P->end_layer - 1].kind == CDP_LAYER_RELU;
+                           cdp_layer_ops_of(m->layers[P->end_layer - 1].kind)->relu;
     }
     return 0;
 }

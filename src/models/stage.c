@@ -27,16 +27,18 @@
 
 static int root(const cdp_model *m, int t) { return m->nodes[t].root; }
 
-/* the ReLU reading tensor t, when t's only reader is a ReLU */
-static int relu_fused_into_linear(const cdp_model *m, int j)
+static const cdp_layer_ops *ops_of(const cdp_layer *ly) { return cdp_layer_ops_of(ly->kind); }
+
+/* whether layer j is a ReLU whose only reader applies its mask (fuses_relu) */
+static int relu_fused_into_reader(const cdp_model *m, int j)
 {
     const cdp_layer *ly = &m->layers[j];
-    if (ly->kind != CDP_LAYER_RELU || m->nodes[ly->out].consumers != 1)
+    if (!ops_of(ly)->relu || m->nodes[ly->out].consumers != 1)
         return 0;
     for (int k = j + 1; k < m->nlayers; k++) {
         const cdp_layer *c = &m->layers[k];
         if (c->in == ly->out || c->in2 == ly->out)
-            return c->kind == CDP_LAYER_LINEAR && c->in2 < 0;
+            return ops_of(c)->fuses_relu && c->in2 < 0;
     }
     return 0;
 }
@@ -53,19 +55,19 @@ static int input_relu_fused(const cdp_model *m, int l)
     if (!input_relu_pending(m, l) || m->nodes[m->plan[l].in_tensor].consumers != 1)
         return 0;
     const cdp_layer *first = &m->layers[m->plan[l].first_layer];
-    return first->kind == CDP_LAYER_LINEAR && first->in == m->plan[l].in_tensor;
+    return ops_of(first)->fuses_relu && first->in == m->plan[l].in_tensor;
 }
 
 int cdp_stage_skips_bwd(const cdp_model *m, int l, int j)
 {
-    const cdp_layer *ly = &m->layers[j];
-    if (ly->kind == CDP_LAYER_FLATTEN)
+    const cdp_layer_ops *ops = ops_of(&m->layers[j]);
+    if (ops->storage == CDP_STORAGE_VIEW)
         return 1;
-    if (ly->kind != CDP_LAYER_RELU)
+    if (!ops->relu)
         return 0;
     if (j == m->plan[l].end_layer - 1 && m->plan[l].delegate_relu)
         return 1;
-    return relu_fused_into_linear(m, j);
+    return relu_fused_into_reader(m, j);
 }
 
 static float *param_ptr(const float *p, size_t off) { return (float *)p + off; }
@@ -129,11 +131,11 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
     cdp_layer_times *lt = train ? m->times : NULL;   /* evaluation is not timed */
     for (int j = P->first_layer; j < P->end_layer; j++) {
         const cdp_layer *ly = &m->layers[j];
-        if (ly->kind == CDP_LAYER_FLATTEN)
+        if (ops_of(ly)->storage == CDP_STORAGE_VIEW)
             continue;
-        if (ly->kind == CDP_LAYER_RELU && j > 0 && m->layers[j - 1].fuse_relu &&
+        if (ops_of(ly)->relu && j > 0 && m->layers[j - 1].fuse_relu &&
             m->layers[j - 1].out == ly->in)
-            continue;   /* done by the Linear */
+            continue;   /* done by the layer before */
         cdp_layer_io io;
         memset(&io, 0, sizeof io);
         io.be = be;
@@ -237,7 +239,7 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             continue;
         const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
         const int ro = root(m, ly->out);
-        if (ly->kind == CDP_LAYER_RELU) {   /* in place on its gradient */
+        if (ops->storage == CDP_STORAGE_IN_PLACE) {   /* in place on its gradient */
             if (r) {
                 cdp_layer_io io = { .be = r->be, .B = B };
                 io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
@@ -289,13 +291,13 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             io.dx2 = dxs[1];
             io.accumulate = r->accumulate;
             io.ws = conv_ws(m, r->ws, B);
-            if (ly->kind == CDP_LAYER_LINEAR && io.dx) {
-                /* the ReLU whose output this Linear reads, fused into its dx */
+            if (ops->fuses_relu && io.dx) {
+                /* the ReLU whose output this layer reads, fused into its dx */
                 int p = m->nodes[ly->in].producer;
                 if (root(m, ly->in) == in_root)
                     io.relu_dx = input_relu_fused(m, l);
                 else
-                    io.relu_dx = p >= 0 && relu_fused_into_linear(m, p);
+                    io.relu_dx = p >= 0 && relu_fused_into_reader(m, p);
             }
             /* a layer without parameters whose input gradient nobody wants
              * (the stage's input with dx NULL) has nothing to do: its
@@ -440,13 +442,10 @@ static void update(const cdp_backend *be, const cdp_model *m, int l, int B,
         return;
     for (int j = P->first_layer; j < P->end_layer; j++) {
         const cdp_layer *ly = &m->layers[j];
-        if (ly->kind != CDP_LAYER_BATCHNORM2D)
-            continue;
-        const int C = ly->xs.c;
-        const double n = (double)B * ly->xs.h * ly->xs.w;
-        be->bn_running_update(C, m->workers, n, stats + ly->stat_off, P->slot_doubles,
-                              theta_in + ly->b_off, theta_in + ly->b_off + C, ly->momentum,
-                              theta_out + ly->b_off, theta_out + ly->b_off + C);
+        if (ops_of(ly)->update_buffers)
+            ops_of(ly)->update_buffers(ly, be, m->workers, B, stats + ly->stat_off,
+                                       P->slot_doubles, theta_in + ly->b_off,
+                                       theta_out + ly->b_off);
     }
     if (zero_g && theta_out != g)
         be->zero(g + P->train_n, (m->stage_n[l] - P->train_n) * sizeof(float));

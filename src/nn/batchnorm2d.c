@@ -44,6 +44,18 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return 10.0 * B * (double)cdp_shape_n(ly->xs);
 }
 
+/* running mean and variance (buffers: mean, then var) as torch's, from the
+ * statistics of the step's micro-batches, each over B*H*W values */
+static void update_buffers(const cdp_layer *ly, const cdp_backend *be, int N, int B,
+                           const double *stats, size_t stride, const float *buf_in,
+                           float *buf_out)
+{
+    const int C = ly->xs.c;
+    const double n = (double)B * ly->xs.h * ly->xs.w;
+    be->bn_running_update(C, N, n, stats, stride, buf_in, buf_in + C, ly->momentum, buf_out,
+                          buf_out + C);
+}
+
 static int supported(const cdp_backend *be)
 {
     return be->bn_fwd_train && be->bn_fwd_eval && be->bn_bwd && be->bn_running_update &&
@@ -52,6 +64,6 @@ static int supported(const cdp_backend *be)
 
 const cdp_layer_ops cdp_batchnorm2d_ops = {
     .name = "batchnorm2d", .shape = cdp_layer_shape_same, .params = params, .save_fixed = save_fixed,
-    .stat_doubles = stat_doubles, .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
+    .stat_doubles = stat_doubles, .update_buffers = update_buffers, .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
     .supported = supported,
 };

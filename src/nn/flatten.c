@@ -9,5 +9,5 @@ static int shape(cdp_layer *ly, char *err, size_t errlen)
 }
 
 const cdp_layer_ops cdp_flatten_ops = {
-    .name = "flatten", .shape = shape, .flops = cdp_layer_no_flops,
+    .name = "flatten", .storage = CDP_STORAGE_VIEW, .shape = shape, .flops = cdp_layer_no_flops,
 };

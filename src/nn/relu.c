@@ -19,6 +19,6 @@ static int supported(const cdp_backend *be)
 }
 
 const cdp_layer_ops cdp_relu_ops = {
-    .name = "relu", .shape = cdp_layer_shape_same, .fwd = fwd, .bwd = bwd, .reads_output = 1,
+    .name = "relu", .storage = CDP_STORAGE_IN_PLACE, .relu = 1, .shape = cdp_layer_shape_same, .fwd = fwd, .bwd = bwd, .reads_output = 1,
     .flops = cdp_layer_no_flops, .supported = supported,
 };
