@@ -147,9 +147,6 @@ void cdp_model_list(FILE *f);
  * draws from stream j. */
 void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params);
 
-/* 0 if the backend has every kernel the model needs, else -1 with err. */
-int cdp_model_check_backend(const cdp_model *m, const cdp_backend *be, char *err, size_t errlen);
-
 /* Floats of activations that stage l keeps for one micro-batch of B samples
  * between its forward and its backward. */
 size_t cdp_stage_act_floats(const cdp_model *m, int l, int B);

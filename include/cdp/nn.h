@@ -161,8 +161,6 @@ typedef struct cdp_layer_ops {
     /* 1 if its accumulating backward is exact on this backend at B (the
      * bits of a separate result added after); NULL: exact by contract */
     int (*accumulate_exact)(const cdp_layer *ly, const cdp_backend *be, int B);
-    /* 1 if the backend has every kernel this layer needs */
-    int (*supported)(const cdp_backend *be);
 } cdp_layer_ops;
 
 const cdp_layer_ops *cdp_layer_ops_of(cdp_layer_kind kind);

@@ -383,19 +383,6 @@ void cdp_model_free(cdp_model *m)
     m->tensors = NULL;
 }
 
-int cdp_model_check_backend(const cdp_model *m, const cdp_backend *be, char *err, size_t errlen)
-{
-    for (int j = 0; j < m->nlayers; j++) {
-        const cdp_layer_ops *ops = cdp_layer_ops_of(m->layers[j].kind);
-        if (ops->supported && !ops->supported(be)) {
-            snprintf(err, errlen, "--model %s: the %s backend has no %s kernels yet",
-                     m->name, be->name, ops->name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ sizes */
 
 size_t cdp_stage_act_floats(const cdp_model *m, int l, int B)

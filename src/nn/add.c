@@ -23,12 +23,6 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return (double)B * cdp_shape_n(ly->ys);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->add3 != NULL;
-}
-
 const cdp_layer_ops cdp_add_ops = {
     .name = "add", .shape = cdp_layer_shape_same, .fwd = fwd, .bwd = bwd, .flops = flops,
-    .supported = supported,
 };

@@ -160,14 +160,8 @@ static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
            be->accumulate_exact(B * z.T, z.D, z.D);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->linear_fwd && be->linear_bwd && be->gemm_batched && be->softmax_fwd &&
-           be->softmax_bwd;
-}
-
 const cdp_layer_ops cdp_attention_ops = {
     .name = "attention", .shape = shape, .params = params, .save_per_sample = save_per_sample,
     .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops, .ws_floats = ws_floats,
-    .accumulate_exact = accumulate_exact, .supported = supported,
+    .accumulate_exact = accumulate_exact,
 };

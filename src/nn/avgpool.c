@@ -25,12 +25,6 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return 2.0 * B * (double)cdp_shape_n(ly->xs);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->avgpool_fwd && be->avgpool_bwd;
-}
-
 const cdp_layer_ops cdp_avgpool_ops = {
     .name = "avgpool", .shape = shape, .fwd = fwd, .bwd = bwd, .flops = flops,
-    .supported = supported,
 };

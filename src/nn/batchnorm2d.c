@@ -56,14 +56,8 @@ static void update_buffers(const cdp_layer *ly, const cdp_backend *be, int N, in
                           buf_out + C);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->bn_fwd_train && be->bn_fwd_eval && be->bn_bwd && be->bn_running_update &&
-           be->f64_pack && be->f64_unpack;
-}
-
 const cdp_layer_ops cdp_batchnorm2d_ops = {
-    .name = "batchnorm2d", .shape = cdp_layer_shape_same, .params = params, .save_fixed = save_fixed,
-    .stat_doubles = stat_doubles, .update_buffers = update_buffers, .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
-    .supported = supported,
+    .name = "batchnorm2d", .shape = cdp_layer_shape_same, .params = params,
+    .save_fixed = save_fixed, .stat_doubles = stat_doubles, .update_buffers = update_buffers,
+    .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
 };

@@ -76,12 +76,7 @@ static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
     return be->conv2d_ws_floats ? be->conv2d_ws_floats(&s) : 0;
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->conv2d_fwd && be->conv2d_bwd && be->conv2d_ws_floats;
-}
-
 const cdp_layer_ops cdp_conv2d_ops = {
     .name = "conv2d", .shape = shape, .params = params, .fwd = fwd, .bwd = bwd,
-    .reads_input = 1, .flops = flops, .ws_floats = ws_floats, .supported = supported,
+    .reads_input = 1, .flops = flops, .ws_floats = ws_floats,
 };

@@ -41,13 +41,8 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return 13.0 * B * (double)cdp_shape_n(ly->xs);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->ln_fwd && be->ln_bwd;
-}
-
 const cdp_layer_ops cdp_layernorm_ops = {
     .name = "layernorm", .shape = cdp_layer_shape_same, .params = params,
     .save_per_sample = save_per_sample, .fwd = fwd, .bwd = bwd, .reads_input = 1,
-    .flops = flops, .supported = supported,
+    .flops = flops,
 };

@@ -73,11 +73,6 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return mm * (need_dx ? 3.0 : 2.0) + 2.0 * r * out;
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->linear_fwd && be->linear_bwd;
-}
-
 static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
 {
     return be->accumulate_exact &&
@@ -87,5 +82,4 @@ static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
 const cdp_layer_ops cdp_linear_ops = {
     .name = "linear", .fuses_relu = 1, .shape = shape, .params = params, .fwd = fwd, .bwd = bwd,
     .reads_input = 1, .flops = flops, .accumulate_exact = accumulate_exact,
-    .supported = supported,
 };

@@ -37,12 +37,7 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return (double)B * cdp_shape_n(ly->ys) * ly->k * ly->k;
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->maxpool_fwd && be->maxpool_bwd;
-}
-
 const cdp_layer_ops cdp_maxpool2d_ops = {
     .name = "maxpool2d", .shape = shape, .save_per_sample = save_per_sample, .fwd = fwd,
-    .bwd = bwd, .flops = flops, .supported = supported,
+    .bwd = bwd, .flops = flops,
 };

@@ -29,12 +29,7 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return 2.0 * B * (double)cdp_shape_n(ly->xs);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->add_rows && be->sum_rows;
-}
-
 const cdp_layer_ops cdp_pos_embed_ops = {
     .name = "pos_embedding", .shape = cdp_layer_shape_same, .params = params, .fwd = fwd,
-    .bwd = bwd, .flops = flops, .supported = supported,
+    .bwd = bwd, .flops = flops,
 };

@@ -13,12 +13,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
     io->be->relu_bwd((size_t)io->B * cdp_shape_n(ly->ys), io->y, io->dx);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->relu_fwd && be->relu_bwd;
-}
-
 const cdp_layer_ops cdp_relu_ops = {
-    .name = "relu", .storage = CDP_STORAGE_IN_PLACE, .relu = 1, .shape = cdp_layer_shape_same, .fwd = fwd, .bwd = bwd, .reads_output = 1,
-    .flops = cdp_layer_no_flops, .supported = supported,
+    .name = "relu", .storage = CDP_STORAGE_IN_PLACE, .relu = 1, .shape = cdp_layer_shape_same,
+    .fwd = fwd, .bwd = bwd, .reads_output = 1, .flops = cdp_layer_no_flops,
 };

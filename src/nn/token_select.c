@@ -25,12 +25,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
     io->be->copy_rows(io->B, D, io->dy, (size_t)D, io->dx, n);
 }
 
-static int supported(const cdp_backend *be)
-{
-    return be->copy_rows != NULL;
-}
-
 const cdp_layer_ops cdp_token_select_ops = {
     .name = "token_select", .shape = shape, .fwd = fwd, .bwd = bwd,
-    .flops = cdp_layer_no_flops, .supported = supported,
+    .flops = cdp_layer_no_flops,
 };
