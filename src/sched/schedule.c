@@ -276,7 +276,266 @@ int cdp_schedule_ranks_needed(const cdp_sched_config *c)
     return c->P;
 }
 
-/* One builder for every framework.  Each (worker, stage) has a rank
+/* What every framework's builder shares: the configuration, the
+ * schedule being built (its placement: slot_rank, stage_owner), the
+ * per-rank lists, which ranks hold which stage, and zero's borrowed uses. */
+typedef struct use { int tick, rank, stage, version; } use;
+
+typedef struct sched_ctx {
+    const cdp_sched_config *c;
+    const cdp_schedule *s;
+    keyed_list *lists;
+    int only_rank;            /* -1: every rank */
+    int collective;           /* dp without --deterministic: a collective sums */
+    int drain;                /* the tick after the segment */
+    unsigned char *holder;    /* [r * L + l]: rank r keeps stage l between steps */
+    use *uses;                /* zero: (tick, rank, stage, version) a rank borrows */
+    size_t nuse;
+} sched_ctx;
+
+#define SLOT(b, i, l) ((b)->s->slot_rank[(i) * (b)->c->L + (l)])
+#define WANT(b, r) ((b)->only_rank < 0 || (b)->only_rank == (r))
+#define HOLDS(b, r, l) ((b)->holder[(r) * (b)->c->L + (l)])
+
+/* A framework: where the parameters live (cdp_schedule_holds), how a
+ * stage's full gradient reaches them, and (zero) how the ranks that do not
+ * hold a stage borrow it for the ticks that use it. */
+typedef struct framework_builder {
+    /* partial sums: the receive posted at the end of the tick before the
+     * backward that uses it (instead of in that backward's chain) */
+    int early_partial_recv;
+    /* the full gradient of (step st, stage l) reaches the holders, at tick tg */
+    void (*deliver)(const sched_ctx *b, int st, int l, int tg);
+    /* the borrowers' receives and drops, or the collective broadcasts; NULL: none */
+    void (*lend)(sched_ctx *b);
+    /* after the holder r of stage l applies version st + 1: what it serves; NULL: none */
+    void (*serve)(const sched_ctx *b, int r, int l, int st, int *served);
+} framework_builder;
+
+/* Forward of (step st, worker i, stage l), and its backward chain: receive
+ * the output's gradient and the partial sum, BWD and ACC, send the input's
+ * gradient and the partial sum on, and on the last worker finalize and
+ * send the full sum to the holders. */
+static void emit_slot(const sched_ctx *b, const framework_builder *fb, int st, int i, int l)
+{
+    const cdp_sched_config *c = b->c;
+    const int N = c->N, L = c->L, P = c->P, collective = b->collective;
+    const int r = SLOT(b, i, l);
+    if (!WANT(b, r))
+        return;
+    const int v = st - cdp_lag(N, L, c->rule, i, l);
+    const int tf = fwd_tick(c, st, i, l), tb = bwd_tick(c, st, i, l);
+    const int prev_r = l > 0 ? SLOT(b, i, l - 1) : r, next_r = l < L - 1 ? SLOT(b, i, l + 1) : r;
+    keyed_list *kl = &b->lists[r];
+    /* ---- forward */
+    if (prev_r != r)
+        kpush(kl, tf, PH_FWD, i, 0, mk(CDP_OP_RECV_ACT, i, l, prev_r, st, v, 0));
+    kpush(kl, tf, PH_FWD, i, 1, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
+    if (next_r != r)
+        kpush(kl, tf, PH_FWD, i, 2, due(mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0), tf + 1));
+    /* ---- backward chain: lowest stage first, as those chains free more
+     * activation memory than they allocate (stage 0 allocates none), so the
+     * peak inside a tick stays at its boundary level */
+    const int bsub = l * N + i;
+    if (next_r != r)
+        kpush(kl, tb, PH_BWD, bsub, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
+    int from = i > 0 ? SLOT(b, i - 1, l) : r;
+    if (!collective && i > 0 && from != r) {
+        if (fb->early_partial_recv)
+            kpush(kl, tb - 1, PH_END, 3000 + bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+        else
+            kpush(kl, tb, PH_BWD, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+    }
+    int first;
+    if (collective) {   /* first of this rank's workers on stage l */
+        first = 1;
+        for (int j = 0; j < i; j++)
+            if (SLOT(b, j, l) == r) first = 0;
+    } else {
+        first = i == 0;
+    }
+    /* a first contribution is written straight into the accumulator */
+    kpush(kl, tb, PH_BWD, bsub, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
+    kpush(kl, tb, PH_BWD, bsub, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
+    if (prev_r != r)
+        kpush(kl, tb, PH_BWD, bsub, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
+    if (!collective && i < N - 1 && SLOT(b, i + 1, l) != r)
+        kpush(kl, tb, PH_BWD, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(b, i + 1, l), st, 0, 0),
+                                           bwd_tick(c, st, i + 1, l) - fb->early_partial_recv));
+    if (!collective && i == N - 1) {
+        kpush(kl, tb, PH_BWD, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
+        int lastq = -1;
+        for (int q = 0; q < P; q++)
+            if (q != r && HOLDS(b, q, l)) lastq = q;
+        for (int q = 0; q < P; q++)
+            if (q != r && HOLDS(b, q, l))
+                kpush(kl, tb, PH_BWD, bsub, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
+                                                       q == lastq ? CDP_F_LAST : 0), tb));
+    }
+}
+
+/* Without a collective: each holder but the one that finalized receives
+ * the full sum, posted as soon as its buffer is free, that is right after
+ * the APPLY that reads the previous full sum: the sender then finds the
+ * receive posted and does not wait for this rank to reach tick tg. */
+static void receive_full_sum(const sched_ctx *b, int r, int st, int l, int tg)
+{
+    const int fin = SLOT(b, b->c->N - 1, l);
+    if (!HOLDS(b, r, l) || r == fin)
+        return;
+    int ph = PH_END;
+    int tp = tg;
+    if (st > 0 && b->c->framework != CDP_FW_ZERO)
+        tp = apply_tick(b->c, b->collective, b->s->slot_rank, r, l, st - 1, b->drain, &ph);
+    if (tp < tg)
+        kpush(&b->lists[r], tp, ph, l, 2, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+    else
+        kpush(&b->lists[r], tg, PH_END, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+}
+
+/* replicated: one all-reduce of the whole gradient per step, or the sums */
+static void deliver_replicated(const sched_ctx *b, int st, int l, int tg)
+{
+    for (int r = 0; r < b->c->P; r++) {
+        if (!WANT(b, r)) continue;
+        if (!b->collective)
+            receive_full_sum(b, r, st, l, tg);
+        else if (l == 0)
+            kpush(&b->lists[r], tg, PH_END, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
+    }
+}
+
+/* model-parallel: an all-reduce among the ranks of each stage, or the sums */
+static void deliver_model_parallel(const sched_ctx *b, int st, int l, int tg)
+{
+    for (int r = 0; r < b->c->P; r++) {
+        if (!WANT(b, r)) continue;
+        if (!b->collective)
+            receive_full_sum(b, r, st, l, tg);
+        else if (HOLDS(b, r, l))
+            kpush(&b->lists[r], tg, PH_END, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
+    }
+}
+
+/* zero: a reduce to the owner at the stage's backward tick, or the sums */
+static void deliver_zero(const sched_ctx *b, int st, int l, int tg)
+{
+    for (int r = 0; r < b->c->P; r++) {
+        if (!WANT(b, r)) continue;
+        if (!b->collective)
+            receive_full_sum(b, r, st, l, tg);
+        else
+            kpush(&b->lists[r], bwd_tick(b->c, st, 0, l), PH_END, l, 0,
+                  mk(CDP_OP_REDUCE_GRAD, -1, l, b->s->stage_owner[l], st, 0, 0));
+    }
+}
+
+/* zero: the uses of a stage's parameters on a rank that does not own them,
+ * one per (tick, rank, stage, version); with a collective (the ZeRO-3
+ * baseline) the owner broadcasts the stage before each use instead (dp:
+ * every worker uses stage l at the same two ticks) */
+static void lend_zero(sched_ctx *b)
+{
+    const cdp_sched_config *c = b->c;
+    const int N = c->N, L = c->L, P = c->P, K = c->K;
+    if (b->collective) {
+        for (int st = 0; st < K; st++)
+            for (int l = 0; l < L; l++)
+                for (int bw = 0; bw < 2; bw++) {
+                    int t = bw ? bwd_tick(c, st, 0, l) : fwd_tick(c, st, 0, l);
+                    int owner = b->s->stage_owner[l];
+                    for (int q = 0; q < P; q++) {
+                        if (!WANT(b, q)) continue;
+                        kpush(&b->lists[q], t, PH_PARAMS, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
+                        if (q != owner)
+                            kpush(&b->lists[q], t, PH_END, DROP_SUB + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
+                    }
+                }
+        return;
+    }
+    size_t capuse = 0;
+    for (int st = 0; st < K; st++)
+        for (int i = 0; i < N; i++)
+            for (int l = 0; l < L; l++) {
+                int r = SLOT(b, i, l);
+                if (HOLDS(b, r, l)) continue;
+                int v = st - cdp_lag(N, L, c->rule, i, l);
+                for (int bw = 0; bw < 2; bw++) {
+                    int t = bw ? bwd_tick(c, st, i, l) : fwd_tick(c, st, i, l);
+                    int dup = 0;
+                    for (size_t u = b->nuse; u-- > 0 && b->nuse - u <= (size_t)4 * N * L;)
+                        if (b->uses[u].tick == t && b->uses[u].rank == r && b->uses[u].stage == l &&
+                            b->uses[u].version == v)
+                            dup = 1;
+                    if (dup) continue;
+                    if (b->nuse == capuse) {
+                        capuse = capuse ? 2 * capuse : 1024;
+                        b->uses = realloc(b->uses, capuse * sizeof *b->uses);
+                        if (!b->uses) abort();
+                    }
+                    b->uses[b->nuse++] = (use){ t, r, l, v };
+                }
+            }
+    for (size_t u = 0; u < b->nuse; u++) {
+        const use *x = &b->uses[u];
+        if (!WANT(b, x->rank)) continue;
+        const int owner = b->s->stage_owner[x->stage];
+        kpush(&b->lists[x->rank], x->tick, PH_PARAMS, 1000 + x->stage, x->version & 1,
+              mk(CDP_OP_RECV_PARAMS, -1, x->stage, owner, 0, x->version, 0));
+        kpush(&b->lists[x->rank], x->tick, PH_END, DROP_SUB + x->stage, x->version & 1,
+              mk(CDP_OP_DROP_PARAMS, -1, x->stage, -1, 0, x->version, 0));
+    }
+}
+
+/* zero: the owner r, having applied version v = st + 1 of stage l (or
+ * holding the first version, st = -1), sends it to each borrowed use of v
+ * (and of v - 1 = -1 at the start) in the tick of the use */
+static void serve_zero(const sched_ctx *b, int r, int l, int st, int *served)
+{
+    if (b->collective || !WANT(b, r))
+        return;
+    const int v = st + 1;
+    for (size_t u = 0; u < b->nuse; u++) {
+        const use *x = &b->uses[u];
+        if (x->stage != l) continue;
+        if (x->version != v && !(st < 0 && x->version < 0)) continue;
+        kpush(&b->lists[r], x->tick, PH_PARAMS, 1000 + l, 2 + (*served)++,
+              due(mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0), x->tick));
+    }
+}
+
+static const framework_builder framework_builders[] = {
+    [CDP_FW_REPLICATED] = { 0, deliver_replicated, NULL, NULL },
+    [CDP_FW_MODEL_PARALLEL] = { 0, deliver_model_parallel, NULL, NULL },
+    [CDP_FW_ZERO] = { 1, deliver_zero, lend_zero, serve_zero },
+};
+
+/* APPLY of version v = st+1 on each holder, at the latest tick where it is
+ * still in time: before its first use (any rank's under zero, since the
+ * owner serves them), before the next full sum of the stage lands in the
+ * same buffer, and at the latest at the drain. */
+static void emit_applies(const sched_ctx *b, const framework_builder *fb)
+{
+    const cdp_sched_config *c = b->c;
+    for (int r = 0; r < c->P; r++) {
+        if (!WANT(b, r) && !fb->serve) continue;
+        for (int l = 0; l < c->L; l++) {
+            if (!HOLDS(b, r, l)) continue;
+            int served = 0;   /* sends for versions that exist before the segment first */
+            for (int st = -1; st < c->K; st++) {
+                if (st >= 0 && WANT(b, r)) {
+                    int ph;
+                    int t = apply_tick(c, b->collective, b->s->slot_rank, r, l, st, b->drain, &ph);
+                    kpush(&b->lists[r], t, ph, l, 1, mk(CDP_OP_APPLY, -1, l, -1, st, st + 1, 0));
+                }
+                if (fb->serve)
+                    fb->serve(b, r, l, st, &served);
+            }
+        }
+    }
+}
+
+/* The builder of every framework.  Each (worker, stage) has a rank
  * (slot_rank); stage l's parameters persist on its holders (every rank
  * under replicated, the ranks of the stage under model-parallel, the owner
  * under zero).  Activations and their gradients travel between the ranks of
@@ -284,222 +543,35 @@ int cdp_schedule_ranks_needed(const cdp_sched_config *c)
  * order, hopping between ranks where consecutive workers live on different
  * ranks, and the rank of worker N-1 sends the mean to the holders; or, for
  * dp without --deterministic, each rank sums its own workers and a
- * collective finishes the job.  Under zero, a rank that computes with a
- * stage it does not own gets it from the owner for that tick only. */
+ * collective finishes the job (framework_builder.deliver).  Under zero, a
+ * rank that computes with a stage it does not own gets it from the owner
+ * for that tick only (lend, serve). */
 static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, keyed_list *lists)
 {
-    const int N = c->N, L = c->L, P = c->P, K = c->K;
-    const int fw = c->framework;
-    const int collective = (c->rule == CDP_RULE_DP && !c->deterministic);
-    const int drain = s->nticks;
-    const int *slot = s->slot_rank;
-#define SLOT(i, l) slot[(i) * L + (l)]
-    unsigned char *holder = calloc((size_t)P * L, 1);
-    if (!holder) abort();
-    for (int l = 0; l < L; l++)
-        for (int r = 0; r < P; r++)
-            holder[r * L + l] = fw == CDP_FW_REPLICATED ? 1 : fw == CDP_FW_ZERO ? s->stage_owner[l] == r : 0;
-    if (fw == CDP_FW_MODEL_PARALLEL)
-        for (int i = 0; i < N; i++)
-            for (int l = 0; l < L; l++)
-                holder[SLOT(i, l) * L + l] = 1;
-#define WANT(r) (only_rank < 0 || only_rank == (r))
+    const framework_builder *fb = &framework_builders[c->framework];
+    sched_ctx b = { c, s, lists, only_rank, c->rule == CDP_RULE_DP && !c->deterministic,
+                    s->nticks, calloc((size_t)c->P * c->L, 1), NULL, 0 };
+    if (!b.holder) abort();
+    for (int r = 0; r < c->P; r++)
+        for (int l = 0; l < c->L; l++)
+            b.holder[r * c->L + l] = (unsigned char)cdp_schedule_holds(s, r, l);
 
-    for (int st = 0; st < K; st++) {
-        for (int i = 0; i < N; i++) {
-            for (int l = 0; l < L; l++) {
-                const int r = SLOT(i, l);
-                const int v = st - cdp_lag(N, L, c->rule, i, l);
-                const int tf = fwd_tick(c, st, i, l), tb = bwd_tick(c, st, i, l);
-                const int prev_r = l > 0 ? SLOT(i, l - 1) : r, next_r = l < L - 1 ? SLOT(i, l + 1) : r;
-                /* ---- forward */
-                if (WANT(r)) {
-                    if (prev_r != r)
-                        kpush(&lists[r], tf, PH_FWD, i, 0, mk(CDP_OP_RECV_ACT, i, l, prev_r, st, v, 0));
-                    kpush(&lists[r], tf, PH_FWD, i, 1, mk(CDP_OP_FWD, i, l, -1, st, v, 0));
-                    if (next_r != r)
-                        kpush(&lists[r], tf, PH_FWD, i, 2, due(mk(CDP_OP_SEND_ACT, i, l, next_r, st, v, 0), tf + 1));
-                }
-                /* ---- backward chain */
-                if (WANT(r)) {
-                    keyed_list *kl = &lists[r];
-                    /* lowest stage first: those chains free more activation
-                     * memory than they allocate (stage 0 allocates none), so the
-                     * peak inside a tick stays at its boundary level */
-                    const int bsub = l * N + i;
-                    if (next_r != r)
-                        kpush(kl, tb, PH_BWD, bsub, 0, mk(CDP_OP_RECV_DACT, i, l, next_r, st, v, 0));
-                    /* zero: the receive of a partial sum is posted at the very
-                     * end of the tick before its use, after that tick has freed
-                     * what it could: the sender's copy can go before either
-                     * rank allocates for the next tick */
-                    int from = i > 0 ? SLOT(i - 1, l) : r;
-                    if (!collective && i > 0 && from != r) {
-                        if (fw == CDP_FW_ZERO)
-                            kpush(kl, tb - 1, PH_END, 3000 + bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
-                        else
-                            kpush(kl, tb, PH_BWD, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
-                    }
-                    int first;
-                    if (collective) {   /* first of this rank's workers on stage l */
-                        first = 1;
-                        for (int j = 0; j < i; j++)
-                            if (SLOT(j, l) == r) first = 0;
-                    } else {
-                        first = i == 0;
-                    }
-                    /* a first contribution is written straight into the accumulator */
-                    kpush(kl, tb, PH_BWD, bsub, 2, mk(CDP_OP_BWD, i, l, -1, st, v, first ? CDP_F_FIRST : 0));
-                    kpush(kl, tb, PH_BWD, bsub, 3, mk(CDP_OP_ACC, i, l, -1, st, 0, first ? CDP_F_FIRST : 0));
-                    if (prev_r != r)
-                        kpush(kl, tb, PH_BWD, bsub, 4, due(mk(CDP_OP_SEND_DACT, i, l, prev_r, st, v, 0), tb + 1));
-                    if (!collective && i < N - 1 && SLOT(i + 1, l) != r)
-                        kpush(kl, tb, PH_BWD, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(i + 1, l), st, 0, 0),
-                                                   bwd_tick(c, st, i + 1, l) - (fw == CDP_FW_ZERO)));
-                    if (!collective && i == N - 1) {
-                        kpush(kl, tb, PH_BWD, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
-                        int lastq = -1;
-                        for (int q = 0; q < P; q++)
-                            if (q != r && holder[q * L + l]) lastq = q;
-                        for (int q = 0; q < P; q++)
-                            if (q != r && holder[q * L + l])
-                                kpush(kl, tb, PH_BWD, bsub, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
-                                                                  q == lastq ? CDP_F_LAST : 0), tb));
-                    }
-                }
-            }
-        }
-        /* ---- full gradients reach the holders */
-        for (int l = 0; l < L; l++) {
-            const int tg = grad_ready_tick(c, collective, st, l);
-            const int fin = SLOT(N - 1, l);
-            for (int r = 0; r < P; r++) {
-                if (!WANT(r)) continue;
-                if (collective) {
-                    if (fw == CDP_FW_REPLICATED) {
-                        if (l == 0)
-                            kpush(&lists[r], tg, PH_END, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
-                    } else if (fw == CDP_FW_MODEL_PARALLEL) {
-                        if (holder[r * L + l])
-                            kpush(&lists[r], tg, PH_END, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
-                    } else {    /* zero: reduce to the owner at the stage's backward tick */
-                        int t = bwd_tick(c, st, 0, l);
-                        kpush(&lists[r], t, PH_END, l, 0, mk(CDP_OP_REDUCE_GRAD, -1, l, s->stage_owner[l], st, 0, 0));
-                    }
-                } else if (holder[r * L + l] && r != fin) {
-                    /* posted as soon as the buffer is free, i.e. right after
-                     * the APPLY that reads the previous full sum: the sender
-                     * then finds the receive posted and does not wait for
-                     * this rank to reach tick tg */
-                    int ph = PH_END;
-                    int tp = tg;
-                    if (st > 0 && fw != CDP_FW_ZERO)
-                        tp = apply_tick(c, collective, slot, r, l, st - 1, drain, &ph);
-                    if (tp < tg)
-                        kpush(&lists[r], tp, ph, l, 2, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
-                    else
-                        kpush(&lists[r], tg, PH_END, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
-                }
-            }
-        }
+    for (int st = 0; st < c->K; st++) {
+        for (int i = 0; i < c->N; i++)
+            for (int l = 0; l < c->L; l++)
+                emit_slot(&b, fb, st, i, l);
+        for (int l = 0; l < c->L; l++)
+            fb->deliver(&b, st, l, grad_ready_tick(c, b.collective, st, l));
     }
-
-    /* ---- parameters a zero rank borrows: per (rank, stage, version, tick) */
-    typedef struct use { int tick, rank, stage, version; } use;
-    use *uses = NULL;
-    size_t nuse = 0, capuse = 0;
-    if (fw == CDP_FW_ZERO && !collective) {
-        for (int st = 0; st < K; st++)
-            for (int i = 0; i < N; i++)
-                for (int l = 0; l < L; l++) {
-                    int r = SLOT(i, l);
-                    if (holder[r * L + l]) continue;
-                    int v = st - cdp_lag(N, L, c->rule, i, l);
-                    for (int b = 0; b < 2; b++) {
-                        int t = b ? bwd_tick(c, st, i, l) : fwd_tick(c, st, i, l);
-                        int dup = 0;
-                        for (size_t u = nuse; u-- > 0 && nuse - u <= (size_t)4 * N * L;)
-                            if (uses[u].tick == t && uses[u].rank == r && uses[u].stage == l && uses[u].version == v)
-                                dup = 1;
-                        if (dup) continue;
-                        if (nuse == capuse) {
-                            capuse = capuse ? 2 * capuse : 1024;
-                            uses = realloc(uses, capuse * sizeof *uses);
-                            if (!uses) abort();
-                        }
-                        uses[nuse++] = (use){ t, r, l, v };
-                    }
-                }
-    }
-    if (fw == CDP_FW_ZERO) {
-        if (collective) {
-            /* ZeRO-3 baseline: before each use the owner broadcasts the stage
-             * (dp: every worker uses stage l at the same two ticks) */
-            for (int st = 0; st < K; st++)
-                for (int l = 0; l < L; l++)
-                    for (int b = 0; b < 2; b++) {
-                        int t = b ? bwd_tick(c, st, 0, l) : fwd_tick(c, st, 0, l);
-                        int owner = s->stage_owner[l];
-                        for (int q = 0; q < P; q++) {
-                            if (!WANT(q)) continue;
-                            kpush(&lists[q], t, PH_PARAMS, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
-                            if (q != owner)
-                                kpush(&lists[q], t, PH_END, DROP_SUB + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
-                        }
-                    }
-        } else {
-            for (size_t u = 0; u < nuse; u++) {
-                const use *x = &uses[u];
-                if (!WANT(x->rank)) continue;
-                const int owner = s->stage_owner[x->stage];
-                kpush(&lists[x->rank], x->tick, PH_PARAMS, 1000 + x->stage, x->version & 1,
-                      mk(CDP_OP_RECV_PARAMS, -1, x->stage, owner, 0, x->version, 0));
-                kpush(&lists[x->rank], x->tick, PH_END, DROP_SUB + x->stage, x->version & 1,
-                      mk(CDP_OP_DROP_PARAMS, -1, x->stage, -1, 0, x->version, 0));
-            }
-        }
-    }
-
-    /* ---- APPLY of version v = st+1 on each holder, at the latest tick where
-     * it is still in time: before its first use (any rank's under zero, since
-     * the owner serves them), before the next full sum of the stage lands in
-     * the same buffer, and at the latest at the drain.  Under zero the owner
-     * then sends v to every rank that borrows it. */
-    for (int r = 0; r < P; r++) {
-        if (!WANT(r) && fw != CDP_FW_ZERO) continue;
-        for (int l = 0; l < L; l++) {
-            if (!holder[r * L + l]) continue;
-            int served_from = 0;   /* zero: sends for versions that exist before the segment */
-            for (int st = -1; st < K; st++) {
-                const int v = st + 1;
-                int t = drain;
-                if (st >= 0) {
-                    int ph;
-                    t = apply_tick(c, collective, slot, r, l, st, drain, &ph);
-                    if (WANT(r))
-                        kpush(&lists[r], t, ph, l, 1, mk(CDP_OP_APPLY, -1, l, -1, st, v, 0));
-                } else {
-                    t = 0;
-                }
-                if (fw != CDP_FW_ZERO || collective || !WANT(r)) continue;
-                /* serve the borrowed uses of version v (and of v-1 = -1 at the
-                 * start) in the tick of the use: the owner applied v already */
-                for (size_t u = 0; u < nuse; u++) {
-                    const use *x = &uses[u];
-                    if (x->stage != l) continue;
-                    int match = x->version == v || (st < 0 && x->version < 0);
-                    if (!match) continue;
-                    kpush(&lists[r], x->tick, PH_PARAMS, 1000 + l, 2 + served_from++,
-                          due(mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0), x->tick));
-                }
-            }
-        }
-    }
-    free(uses);
-    free(holder);
+    if (fb->lend)
+        fb->lend(&b);
+    emit_applies(&b, fb);
+    free(b.uses);
+    free(b.holder);
+}
 #undef SLOT
 #undef WANT
-}
+#undef HOLDS
 
 /* CDP_F_LAST_USE on the last FWD or BWD of each (stage, version) in a
  * rank's sorted list, where the segment applies version + 2 (so nothing
