@@ -51,7 +51,7 @@ fi
 
 # the reader sources and what they need to build a model (mlp)
 # (whole folders, so a new model or layer file cannot leave the link short)
-lib="src/io/json.c src/io/safetensors.c src/io/checkpoint.c src/io/data.c src/io/output.c
+lib="src/io/json.c src/io/safetensors.c src/io/checkpoint.c src/io/data.c src/io/output.c src/io/stale_tmp.c
 src/optim/optim.c $(cd "$src" && ls src/util/*.c src/models/*.c src/nn/*.c)"
 flags="-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fno-sanitize-recover=all"
 mkdir -p "$build" "$out"

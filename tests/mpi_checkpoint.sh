@@ -3,7 +3,8 @@
 # uninterrupted run; SIGTERM and SIGINT stop every rank with one message and
 # the status README gives, with or without --checkpoint; a
 # checkpoint from other options or a damaged file (truncated, one bit
-# flipped) is refused.
+# flipped) is refused; --resume latest removes the temporary files of dead
+# writers of this host, and only those.
 . "$(dirname "$0")/lib.sh"
 M=mlp:784-32-16-10
 common="--data synthetic --model $M --workers 4 --batch 8 --quiet --eval-every 0 --lr 0.05 --momentum 0.9"
@@ -16,6 +17,35 @@ for np in 1 2; do
         same $M "$TMP/resumed.st" "$TMP/full.st" 0 "$rule on $np ranks: checkpoint at step 70 + resume = uninterrupted run"
     done
 done
+# --resume latest removes the temporary files of dead writers of this
+# host (a SIGKILL leaves them, as large as a checkpoint), exactly those, and
+# says so in one line; a live process's and another host's stay
+me=$(hostname | tr -c 'A-Za-z0-9._\n-' '_')
+sh -c 'exit 0' &
+dead=$!
+wait $dead
+run 2 $common --rule dp --steps 70 --checkpoint "$TMP/k.st" --keep-checkpoints 2 >/dev/null || fail "run for --resume latest"
+stale="k.st.step-00000070.tmp.$me.$dead"
+head -c 1000000 /dev/zero > "$TMP/$stale"
+keep="k.st.step-00000070.tmp.$me.$$ k.st.step-00000070.tmp.elsewhere-$me.$dead k.st.tmp.$dead k.st.step-00000070.tmp.$me.0$dead"
+for f in $keep; do echo x > "$TMP/$f"; done
+run 2 $common --rule dp --steps 80 --checkpoint "$TMP/k.st" --keep-checkpoints 2 --resume latest \
+    >/dev/null 2>"$TMP/k.err" || fail "--resume latest with stale temporary files: $(cat "$TMP/k.err")"
+line="cdp_run: --resume latest: removed 1 temporary file of dead processes of this host ($me, 1.0 MB) in $TMP: $stale; left 2 temporary files of live processes or other hosts alone: "
+left=
+for f in $keep; do [ -f "$TMP/$f" ] || left="$left $f"; done
+if [ -e "$TMP/$stale" ]; then
+    fail "--resume latest: the dead process's temporary file $stale is still there"
+elif [ -n "$left" ]; then
+    fail "--resume latest removed what was not a dead writer's of this host:$left"
+elif [ "$(grep -c '^cdp_run: --resume latest:' "$TMP/k.err")" -ne 1 ] || ! grep -qF "$line" "$TMP/k.err"; then
+    fail "--resume latest: not the one line expected: $(cat "$TMP/k.err")"
+elif printf '%s\n' $keep > "$TMP/k.keep" && ls "$TMP" | grep '\.tmp\.' | grep -qvxF -f "$TMP/k.keep"; then
+    fail "--resume latest: a temporary file of its own was left: $(ls "$TMP" | grep '\.tmp\.')"
+else
+    pass "--resume latest removed the stale temporary file only ($(cat "$TMP/k.err"))"
+fi
+
 # SIGTERM: one process, stopped once it is training (its first epoch line
 # is out), resumed: the weights are those of the uninterrupted run
 big="--data synthetic --model mlp:784-128-64-10 --workers 4 --batch 32 --quiet --eval-every 1 --lr 0.05"

@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
 #include "cdp/json.h"
+#include "cdp/output.h"
 #include "check_run.h"
 
 static char g_dir[64];
@@ -101,8 +103,8 @@ START_TEST(test_round_trip)
     ck_assert_msg(cdp_save_weights(path, &m, p, 0, NULL, err, sizeof err) == 0, "%s", err);
     ck_assert_msg(cdp_load_weights(path, &m, q, err, sizeof err) == 0, "%s", err);
     ck_assert(memcmp(p, q, sizeof p) == 0);
-    char tmp[160];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    char tmp[512];
+    ck_assert_int_eq(cdp_output_tmp_name(path, tmp, sizeof tmp), 0);
     ck_assert_int_ne(access(tmp, F_OK), 0);
     unlink(path);
 }
@@ -934,6 +936,90 @@ START_TEST(test_checkpoint_files)
 }
 END_TEST
 
+/* A PID no process has: a child's, once it has been waited for (reused
+ * only after the PID space wraps). */
+static long dead_pid(void)
+{
+    pid_t c = fork();
+    ck_assert_int_ge(c, 0);
+    if (c == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(c, NULL, 0), c);
+    return (long)c;
+}
+
+/* The temporary files of dead writers of this host are removed, exactly
+ * those: of a live process, of another host, of another stem, and every
+ * name that is not exactly STEM[.step-N].tmp.HOST.PID stay. */
+START_TEST(test_stale_temporaries)
+{
+    char dir[128], stem[160], me[256], name[8400], msg[4096], err[256] = "";
+    ck_assert_int_eq(cdp_output_host(me, sizeof me), 0);
+    path_of(dir, sizeof dir, "stale");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(stem, sizeof stem, "%s/c.st", dir);
+    const long dead = dead_pid(), live = (long)getppid();
+    char gone[2][512], stay[16][512];
+    int ns = 0;
+    snprintf(gone[0], sizeof gone[0], "c.st.step-00000064.tmp.%s.%ld", me, dead);
+    snprintf(gone[1], sizeof gone[1], "c.st.tmp.%s.%ld", me, dead);
+    snprintf(stay[ns++], 512, "c.st.step-00000064.tmp.%s.%ld", me, live);
+    snprintf(stay[ns++], 512, "c.st.step-00000064.tmp.%s.%ld", me, (long)getpid());
+    snprintf(stay[ns++], 512, "c.st.step-00000064.tmp.other-%s.%ld", me, dead);
+    snprintf(stay[ns++], 512, "c.st.tmp.%ld", dead);   /* no host: cdp before hosts */
+    snprintf(stay[ns++], 512, "d.st.tmp.%s.%ld", me, dead);
+    snprintf(stay[ns++], 512, "xc.st.tmp.%s.%ld", me, dead);
+    snprintf(stay[ns++], 512, "c.st.step-12a.tmp.%s.%ld", me, dead);
+    snprintf(stay[ns++], 512, "c.st.step-.tmp.%s.%ld", me, dead);
+    snprintf(stay[ns++], 512, "c.st.tmp.%s.0%ld", me, dead);
+    snprintf(stay[ns++], 512, "c.st.tmp.%s.%ld~", me, dead);
+    snprintf(stay[ns++], 512, "c.st.tmp.%s.%ld.x", me, dead);
+    snprintf(stay[ns++], 512, "c.st.tmp..%ld", dead);
+    snprintf(stay[ns++], 512, "c.st.tmp.%s/x.%ld", me, dead);   /* a directory: not a file */
+    for (int j = 0; j < 2; j++) {
+        snprintf(name, sizeof name, "%s/%s", dir, gone[j]);
+        file_put(name, (const unsigned char *)"xy", 2);
+    }
+    for (int j = 0; j < ns; j++) {
+        snprintf(name, sizeof name, "%s/%s", dir, stay[j]);
+        char *sl = strrchr(name, '/');
+        if (sl > name + strlen(dir)) {   /* the last one: a directory and a file in it */
+            *sl = '\0';
+            ck_assert_int_eq(mkdir(name, 0700), 0);
+            *sl = '/';
+        }
+        file_put(name, (const unsigned char *)"xy", 2);
+    }
+    ck_assert_int_eq(cdp_checkpoint_clean_stale(stem, msg, sizeof msg, err, sizeof err), 2);
+    ck_assert_msg(strstr(msg, "removed 2 temporary files of dead processes") && strstr(msg, gone[0]) &&
+                  strstr(msg, gone[1]) && !strchr(msg, '\n'), "%s", msg);
+    ck_assert_msg(strstr(msg, "left 3 temporary files of live processes or other hosts alone"),
+                  "%s", msg);
+    for (int j = 0; j < 2; j++) {
+        snprintf(name, sizeof name, "%s/%s", dir, gone[j]);
+        ck_assert_msg(access(name, F_OK) != 0, "%s was left", gone[j]);
+    }
+    for (int j = 0; j < ns; j++) {
+        snprintf(name, sizeof name, "%s/%s", dir, stay[j]);
+        ck_assert_msg(access(name, F_OK) == 0, "%s was removed", stay[j]);
+    }
+    /* nothing left to remove: nothing removed, the rest still said */
+    ck_assert_int_eq(cdp_checkpoint_clean_stale(stem, msg, sizeof msg, err, sizeof err), 0);
+    ck_assert_msg(!strncmp(msg, "left 3 ", 7), "%s", msg);
+    /* the parse on its own: a host name with dots, and refusals */
+    char host[64];
+    long pid = 0;
+    ck_assert_int_eq(cdp_output_tmp_parse("w.st.tmp.n1.cluster.org.42", "w.st", host, sizeof host,
+                                          &pid), 0);
+    ck_assert_str_eq(host, "n1.cluster.org");
+    ck_assert_int_eq(pid, 42);
+    ck_assert_int_eq(cdp_output_tmp_parse("w.st.tmp.h.1234567890", "w.st", host, sizeof host, &pid),
+                     -1);
+    ck_assert_int_eq(cdp_output_tmp_parse("w.st.tmp.h.-1", "w.st", host, sizeof host, &pid), -1);
+    ck_assert_int_eq(cdp_output_tmp_parse("w.st.tmp.h.", "w.st", host, sizeof host, &pid), -1);
+}
+END_TEST
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb;
@@ -961,6 +1047,7 @@ int main(void)
     tcase_add_test(tw, test_checkpoint_bit_flips);
     tcase_add_test(tw, test_checkpoint_refusals);
     tcase_add_test(tw, test_checkpoint_files);
+    tcase_add_test(tw, test_stale_temporaries);
     tcase_add_test(tw, test_crc32c);
     tcase_set_timeout(tw, 120);
     suite_add_tcase(s, tw);

@@ -51,5 +51,14 @@ int cdp_checkpoint_list(const char *stem, cdp_checkpoint_file **files, size_t *c
  * numbered ones of steps <= step except the `keep` newest; stem itself and
  * numbered files of later steps (another run's) are left alone. */
 int cdp_checkpoint_prune(const char *stem, int keep, int64_t step, char *err, size_t errlen);
+/* --resume latest: the temporary files of stem's checkpoints
+ * (cdp_output_tmp_name of stem or of a stem.step-N, nothing else) whose
+ * writer is gone: those of this host whose PID is not alive (kill(PID, 0)
+ * fails with ESRCH) are removed; those of other hosts and of live
+ * processes are left alone.  msg: one line saying what was removed and
+ * what was left alone ("" when nothing matched).  The count removed, or -1
+ * with err when the directory cannot be listed. */
+int cdp_checkpoint_clean_stale(const char *stem, char *msg, size_t msglen, char *err,
+                               size_t errlen);
 
 #endif

@@ -44,7 +44,7 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n,
                  const char *const *metadata, char *err, size_t errlen);
 /* From a signal handler (async-signal-safe): removes the temporary file a
  * cdp_st_write of this process is writing, if any, so that a process ended
- * in the middle of a write leaves no PATH.tmp.PID behind. */
+ * in the middle of a write leaves no PATH.tmp.HOST.PID behind. */
 void cdp_st_discard_pending(void);
 /* Every tensor in t must be present with that dtype and shape; others in the
  * file are an error when strict != 0.  metadata values can be fetched with

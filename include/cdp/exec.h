@@ -91,6 +91,13 @@ const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n);
 int64_t cdp_exec_act_peak(const cdp_exec *x);
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x);
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x);
+/* The same peak with each buffer that leaves the rank counted as gone at
+ * the instruction that sends it, as the schedule has it: the same every
+ * run.  The measured figure above holds such a buffer until its send
+ * completes, which depends on when the peer receives, so it varies with
+ * timing, between this figure and the peak of the schedule's buffers
+ * plus those still being sent. */
+int64_t cdp_exec_model_state_bytes_scheduled(const cdp_exec *x);
 /* Fixed scratch inside one instruction (the backward's workspace and the
  * input micro-batch as floats): not activations, reported apart. */
 int64_t cdp_exec_workspace_bytes(const cdp_exec *x);

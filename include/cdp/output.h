@@ -42,4 +42,21 @@ int cdp_output_stream_check(FILE *f, const char *opt, const char *path, char *er
 int cdp_output_stream_close(FILE *f, const char *opt, const char *path, char *err,
                             size_t errlen);
 
+/* The temporary file a weight file or checkpoint PATH is written through:
+ * PATH.tmp.HOST.PID, HOST this host's name (cdp_output_host), PID this
+ * process.  Jobs run on several hosts over one shared file system, so a
+ * PID alone cannot say whether its writer still lives: with the host, a
+ * later run on the same host can (kill(PID, 0)).  0, or -1 when out is too
+ * short. */
+int cdp_output_tmp_name(const char *path, char *out, size_t n);
+/* This host's name as the temporary files carry it (characters other than
+ * letters, digits, '-', '.', '_' made '_').  0, or -1 when it is unknown or
+ * longer than n - 1. */
+int cdp_output_host(char *out, size_t n);
+/* name is exactly PATH.tmp.HOST.PID (HOST: one or more of the characters
+ * above, PID: decimal, no leading zero, at most 9 digits): 0 with host and
+ * pid, else -1. */
+int cdp_output_tmp_parse(const char *name, const char *path, char *host, size_t hostlen,
+                         long *pid);
+
 #endif

@@ -17,7 +17,8 @@ typedef struct cdp_figures {
     int64_t bytes_sent_peak_tick;           /* max over ticks of the sum over ranks */
     int64_t ticks;
     int64_t collective_calls;               /* in the training loop, summed over ranks */
-    int64_t model_state_bytes_per_rank;
+    int64_t model_state_bytes_per_rank;     /* measured: varies with timing */
+    int64_t model_state_scheduled_per_rank; /* the schedule's: the same every run */
     int64_t workspace_bytes_per_rank;       /* fixed scratch: backward workspace, input batch */
     int64_t peak_rss_bytes;                 /* max over ranks (getrusage) */
     double train_time_s;                    /* wall time inside segments (rank 0) */

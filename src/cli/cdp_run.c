@@ -318,7 +318,8 @@ static void bcast_floats(float *p, size_t n)
 
 /* Rank 0: reads --resume's checkpoint into r->params, prev_params,
  * optim_state and r->k, its file in path.  --resume latest: the newest of
- * --checkpoint's files (cdp_checkpoint_list); a damaged one is passed over
+ * --checkpoint's files (cdp_checkpoint_list), after the temporary files of
+ * dead writers are removed; a damaged one is passed over
  * with a warning for the one before it, a sound one of another run
  * (options, optimizer) is refused.  0, or -1 with r->err. */
 static int read_checkpoint(run *r, char *path, size_t pathlen)
@@ -331,6 +332,13 @@ static int read_checkpoint(run *r, char *path, size_t pathlen)
                                    r->prev_params, r->optim_state, r->err, sizeof r->err)
                    ? -1 : 0;
     }
+    /* a writer killed outright (SIGKILL, a lost host) left its temporary
+     * file, as large as a checkpoint: the run that takes over removes it
+     * (a directory it cannot list, cdp_checkpoint_list reports) */
+    char stale[4096];
+    if (cdp_checkpoint_clean_stale(o->checkpoint, stale, sizeof stale, r->err,
+                                   sizeof r->err) >= 0 && stale[0])
+        fprintf(stderr, "cdp_run: --resume latest: %s\n", stale);
     cdp_checkpoint_file *f;
     size_t nf;
     if (cdp_checkpoint_list(o->checkpoint, &f, &nf, r->err, sizeof r->err))

@@ -32,11 +32,25 @@ void *cdp_actmem_alloc(cdp_actmem *a, size_t bytes)
     }
     a->live += (int64_t)bytes;
     if (a->live > a->live_peak) a->live_peak = a->live;
+    a->sched_live += (int64_t)bytes;
+    if (a->sched_live > a->sched_peak) a->sched_peak = a->sched_live;
     if (a->live > a->window_peak) a->window_peak = a->live;
     return p;
 }
 
+void cdp_actmem_let_go(cdp_actmem *a, size_t bytes)
+{
+    a->sched_live -= (int64_t)bytes;
+}
+
 void cdp_actmem_free(cdp_actmem *a, void *p, size_t bytes)
+{
+    if (!p) return;
+    cdp_actmem_let_go(a, bytes);
+    cdp_actmem_free_sent(a, p, bytes);
+}
+
+void cdp_actmem_free_sent(cdp_actmem *a, void *p, size_t bytes)
 {
     if (!p) return;
     if (a->ncache == a->capcache) {

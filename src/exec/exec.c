@@ -810,6 +810,7 @@ const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->seg_tick
 int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x) { return x->mem.reserved_peak; }
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_peak; }
+int64_t cdp_exec_model_state_bytes_scheduled(const cdp_exec *x) { return x->state.sched_peak; }
 
 int64_t cdp_exec_workspace_bytes(const cdp_exec *x)
 {

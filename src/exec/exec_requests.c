@@ -69,7 +69,7 @@ void cdp_req_progress(cdp_exec *x)
     for (size_t k = 0; k < x->ndefer;) {
         deferred *d = &x->defer[k];
         if (!cdp_req_busy(x, d->p, d->bytes)) {
-            cdp_actmem_free(d->mem, d->p, d->bytes);
+            cdp_actmem_free_sent(d->mem, d->p, d->bytes);
             x->defer[k] = x->defer[--x->ndefer];
         } else {
             k++;
@@ -134,6 +134,7 @@ void cdp_req_wait_all(cdp_exec *x)
 void cdp_req_release_later(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes)
 {
     if (!p) return;
+    cdp_actmem_let_go(mem, bytes);
     CDP_GROW(x->defer, x->ndefer, x->capdefer, 16);
     x->defer[x->ndefer++] = (deferred){ mem, p, bytes };
 }

@@ -179,7 +179,7 @@ static void split_stem(const char *stem, char *dir, size_t dn, const char **base
 }
 
 /* The step of a directory entry named base.step-DIGITS, else -1 (temporary
- * files base.step-N.tmp.PID and anything else do not match). */
+ * files base.step-N.tmp.HOST.PID and anything else do not match). */
 static int64_t entry_step(const char *name, const char *base)
 {
     const size_t bl = strlen(base);

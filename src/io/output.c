@@ -2,7 +2,9 @@
  * write of a stream is checked.  See include/cdp/output.h. */
 #include <errno.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "cdp/output.h"
 
 cdp_output_kind cdp_output_kind_of(const char *path, const char **what)
@@ -46,4 +48,62 @@ int cdp_output_stream_close(FILE *f, const char *opt, const char *path, char *er
     if (fclose(f) != 0 && rc == 0)
         rc = stream_fail(errno, opt, path, err, errlen);
     return rc;
+}
+
+/* A host name as it goes into a file name: the characters of a DNS name
+ * kept, anything else (never expected, but a name must not gain a '/')
+ * made '_'. */
+int cdp_output_host(char *out, size_t n)
+{
+    char h[256];
+    if (n < 2 || gethostname(h, sizeof h) != 0)
+        return -1;
+    h[sizeof h - 1] = '\0';
+    if (!h[0])
+        return -1;
+    size_t j = 0;
+    for (; h[j] && j + 1 < n; j++) {
+        const char c = h[j];
+        out[j] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         c == '-' || c == '.' || c == '_'
+                     ? c
+                     : '_';
+    }
+    out[j] = '\0';
+    return h[j] ? -1 : 0;   /* cut short: not this host's name */
+}
+
+int cdp_output_tmp_name(const char *path, char *out, size_t n)
+{
+    char host[256];
+    if (cdp_output_host(host, sizeof host))
+        snprintf(host, sizeof host, "unknown-host");
+    const int w = snprintf(out, n, "%s.tmp.%s.%ld", path, host, (long)getpid());
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+int cdp_output_tmp_parse(const char *name, const char *path, char *host, size_t hostlen,
+                         long *pid)
+{
+    const size_t pl = strlen(path);
+    if (strncmp(name, path, pl) || strncmp(name + pl, ".tmp.", 5))
+        return -1;
+    const char *h = name + pl + 5, *dot = strrchr(h, '.');
+    if (!dot || dot == h || (size_t)(dot - h) >= hostlen)
+        return -1;
+    for (const char *c = h; c < dot; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '.' || *c == '_'))
+            return -1;
+    const char *d = dot + 1;
+    /* a pid as getpid() prints it: no sign, no leading zero, fits pid_t */
+    if (!*d || *d == '0' || strlen(d) > 9)
+        return -1;
+    for (const char *c = d; *c; c++)
+        if (*c < '0' || *c > '9')
+            return -1;
+    memcpy(host, h, (size_t)(dot - h));
+    host[dot - h] = '\0';
+    *pid = strtol(d, NULL, 10);
+    return 0;
 }

@@ -782,13 +782,13 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
             goto out;
         }
     } else {
-        size_t tl = strlen(path) + 32;
+        size_t tl = strlen(path) + 300;
         tmp = malloc(tl);
         if (!tmp) {
             st_fail(err, errlen, path, "out of memory");
             goto out;
         }
-        snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
+        cdp_output_tmp_name(path, tmp, tl);
         if (tl <= sizeof pending_tmp) {
             memcpy(pending_tmp, tmp, tl);
             pending_set = 1;

@@ -39,11 +39,11 @@ void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    int64_t mx[5] = { cdp_exec_act_peak(x), cdp_exec_act_reserved_peak(x),
+    int64_t mx[6] = { cdp_exec_act_peak(x), cdp_exec_act_reserved_peak(x),
                       cdp_exec_model_state_bytes(x), (int64_t)ru.ru_maxrss * 1024,
-                      cdp_exec_workspace_bytes(x) };
+                      cdp_exec_workspace_bytes(x), cdp_exec_model_state_bytes_scheduled(x) };
     int64_t coll = c->collectives;
-    reduce_i64(c, mx, 5, MPI_MAX);
+    reduce_i64(c, mx, 6, MPI_MAX);
     reduce_i64(c, &coll, 1, MPI_SUM);
     if (c->rank == 0) {
         f->peak_activation_bytes_per_rank = mx[0];
@@ -51,6 +51,7 @@ void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x)
         f->model_state_bytes_per_rank = mx[2];
         f->peak_rss_bytes = mx[3];
         f->workspace_bytes_per_rank = mx[4];
+        f->model_state_scheduled_per_rank = mx[5];
         f->collective_calls = coll;
     }
 }
@@ -95,19 +96,21 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
     double mean_tick = fig->ticks ? (double)fig->bytes_sent_total / (double)fig->ticks : 0;
     double coll_per_step = fig->steps ? (double)fig->collective_calls / (double)fig->steps : 0;
     if (text) {
-        char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
+        char a[32], b[32], c[32], d[32], e[32], g[32], h[32], gs[32];
         human(a, sizeof a, (double)fig->peak_activation_bytes);
         human(b, sizeof b, (double)fig->peak_activation_bytes_per_rank);
         human(c, sizeof c, (double)fig->bytes_sent_total);
         human(d, sizeof d, (double)fig->bytes_sent_peak_tick);
         human(e, sizeof e, mean_tick);
         human(g, sizeof g, (double)fig->model_state_bytes_per_rank);
+        human(gs, sizeof gs, (double)fig->model_state_scheduled_per_rank);
         human(h, sizeof h, (double)fig->peak_rss_bytes);
         fprintf(text,
                 "summary: rule %s, framework %s, %d rank%s, N=%d workers, L=%d stages, B=%d\n"
                 "  peak activation bytes (all ranks, one tick) %14lld  (%s)\n"
                 "  peak activation bytes per rank              %14lld  (%s)\n"
-                "  model state bytes per rank                  %14lld  (%s)\n"
+                "  model state bytes per rank, scheduled       %14lld  (%s)\n"
+                "  model state bytes per rank, measured        %14lld  (%s, varies by run)\n"
                 "  workspace bytes per rank (not activations)  %14lld\n"
                 "  bytes sent, total                           %14lld  (%s)\n"
                 "  bytes sent, peak tick (all ranks)           %14lld  (%s)\n"
@@ -119,6 +122,7 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 rule, framework, ranks, ranks == 1 ? "" : "s", N, L, B,
                 (long long)fig->peak_activation_bytes, a,
                 (long long)fig->peak_activation_bytes_per_rank, b,
+                (long long)fig->model_state_scheduled_per_rank, gs,
                 (long long)fig->model_state_bytes_per_rank, g,
                 (long long)fig->workspace_bytes_per_rank,
                 (long long)fig->bytes_sent_total, c, (long long)fig->bytes_sent_peak_tick, d,
@@ -135,7 +139,8 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 "\"workers\": %d, \"stages\": %d, \"batch\": %d, \"steps\": %lld, "
                 "\"peak_activation_bytes\": %lld, \"peak_activation_bytes_per_rank\": %lld, "
                 "\"activation_reserved_bytes_per_rank\": %lld, "
-                "\"model_state_bytes_per_rank\": %lld, \"workspace_bytes_per_rank\": %lld, "
+                "\"model_state_bytes_per_rank\": %lld, "
+                "\"model_state_bytes_per_rank_scheduled\": %lld, \"workspace_bytes_per_rank\": %lld, "
                 "\"bytes_sent_total\": %lld, "
                 "\"bytes_sent_peak_tick\": %lld, \"bytes_sent_mean_tick\": %.6g, \"ticks\": %lld, "
                 "\"collective_calls\": %lld, \"collective_calls_per_step\": %.6g, "
@@ -143,7 +148,9 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 rule, framework, ranks, N, L, B, (long long)fig->steps,
                 (long long)fig->peak_activation_bytes, (long long)fig->peak_activation_bytes_per_rank,
                 (long long)fig->activation_reserved_per_rank,
-                (long long)fig->model_state_bytes_per_rank, (long long)fig->workspace_bytes_per_rank,
+                (long long)fig->model_state_bytes_per_rank,
+                (long long)fig->model_state_scheduled_per_rank,
+                (long long)fig->workspace_bytes_per_rank,
                 (long long)fig->bytes_sent_total,
                 (long long)fig->bytes_sent_peak_tick, mean_tick, (long long)fig->ticks,
                 (long long)fig->collective_calls, coll_per_step, (long long)fig->peak_rss_bytes,
