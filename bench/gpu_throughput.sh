@@ -33,7 +33,8 @@ dims=${MODEL#mlp:}
 q=$((BATCH / 4))
 res=$tmp/res.txt
 : >"$res"
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+. "$here/common.sh"
+bench_header
 echo "# $("$CDP" --version 2>&1 | head -1); $MODEL, $BATCH samples per step, $STEPS steps"
 cdp() {  # label rule N B
     "$CDP" --backend cuda --data synthetic --model "$MODEL" --rule "$2" --workers "$3" --batch "$4" \

@@ -57,6 +57,8 @@ cmp_st() {
 
 . "$here/../../tests/cuda_probe.sh"
 cuda_probe "$CDP" cuda "RESULT parity "   # exits 77 where there is no CUDA
+. "$here/../common.sh"
+bench_header
 
 # rel A B [norm:]: st_compare's max|a-b|/max|b| (or, with norm:, its
 # ||a-b||/||b||) of two weight files of model $m

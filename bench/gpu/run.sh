@@ -48,6 +48,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 . "$here/env.sh"
+. "$here/../common.sh"
 GPU_WORK=${GPU_WORK:-/tmp/cdp-gpu}
 OUT=${OUT:-$GPU_WORK/out}
 B=$GPU_WORK/build
@@ -136,7 +137,8 @@ cudnn_arg() {
 # ---------------------------------------------------------------- inventory
 inventory() {
     local v
-    echo "# bench/gpu/run.sh $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n), phases: $*"
+    bench_header
+    echo "# phases: $*"
     echo "machine: $(uname -srm); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME");" \
          "$(nproc) CPUs; $(free -g 2>/dev/null | awk '/^Mem/ {print $2 " GiB"}')"
     local have need
