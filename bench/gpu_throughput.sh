@@ -1,8 +1,8 @@
 #!/bin/bash
 # GPU training throughput of cdp_run (--backend cuda) on a large MLP, as
 # samples/s and as a fraction of the cuBLAS SGEMM bound measured on the same
-# shapes in the same run (bench/cublas_limit.cu).  Issue 5's target: the
-# training step reaches at least 70% of the GEMM-only throughput.
+# shapes in the same run (bench/cublas_limit.cu).  The target: the training
+# step reaches at least 70% of the GEMM-only throughput.
 #
 #   bench/gpu_throughput.sh BUILD_DIR     (a build configured with --enable-cuda)
 #

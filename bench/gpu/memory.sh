@@ -1,5 +1,5 @@
 #!/bin/bash
-# Peak activation memory on one GPU at N = 8 workers (issue 12): cdp_run
+# Peak activation memory on one GPU at N = 8 workers: cdp_run
 # --backend cuda, one process, dp and cdp-v2 with L stages, next to PyTorch's
 # gradient accumulation over the same 8 micro-batches
 # (bench/gpu/torch_gpu.py memory: torch.cuda.max_memory_allocated).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Training throughput of the networks of issue 12 on one GPU: cdp_run
+# Training throughput of resnet50 and vit-b16 on one GPU: cdp_run
 # --backend cuda against PyTorch on the same GPU (bench/gpu/torch_gpu.py:
 # the same torchvision modules, fp32, TF32 off, cuDNN), the same samples per
 # step and micro-batching, and both against the cuBLAS SGEMM bound of the
