@@ -11,8 +11,8 @@
 # time, and the largest gap between the rules' final accuracies.
 #
 # usage: bench/accuracy.sh [BUILD_DIR]
-#   MODEL=resnet20 EPOCHS=15 bench/accuracy.sh      issue 10's command
-#   MODEL=vit-tiny EPOCHS=15 bench/accuracy.sh      issue 11's (the default)
+#   MODEL=resnet20 EPOCHS=15 bench/accuracy.sh      the ResNet accuracy figure
+#   MODEL=vit-tiny EPOCHS=15 bench/accuracy.sh      the ViT one (the default)
 # environment: MODEL [vit-tiny]  RULES ["dp cdp-v1 cdp-v2"]  EPOCHS [15]
 #   WARMUP [500] (ViT)  LR, WD, BETAS [unset: cdp's defaults; AdamW's are
 #   torch.optim.AdamW's 0.001, 0.01 and 0.9,0.999]  RANKS [4]  EXTRA (more options)

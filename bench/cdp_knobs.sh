@@ -10,7 +10,7 @@
 #   (N:B pairs), RULE [cdp-v2], OUT (keep raw results)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-/work/build-bench}}
+BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
 CDP=$BUILD/cdp_run
 MPIRUN=${MPIRUN:-mpirun}
 PY=${PY:-python3}
@@ -22,6 +22,7 @@ ONLY=${ONLY:-}     # a grep -E pattern: run only the variants whose label matche
 STEPS=${STEPS:-150}
 . "$here/common.sh"
 bench_start cdp_knobs.sh knobs.txt
+bench_header
 
 # label|ranks|threads|environment (space-separated VAR=value, or -).
 # cdp_run sets GOMP_SPINCOUNT=50000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT

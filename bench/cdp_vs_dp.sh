@@ -22,7 +22,7 @@
 #   OUT      keep raw results here                    [a temporary directory]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-/work/build-bench}}
+BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
 CDP=$BUILD/cdp_run
 MPIRUN=${MPIRUN:-mpirun}
 REPS=${REPS:-5}

@@ -1,4 +1,7 @@
 # The start the bench scripts share; sourced, not run.
+
+# the script's arguments, for the header (sourced: $@ is the script's)
+bench_args="$*"
 #
 # bench_start NAME RESULTS: stops unless $CDP is a built cdp_run, lets
 # mpirun run as root, and sets tmp (OUT when given, kept; else a temporary
@@ -17,12 +20,46 @@ bench_start() {
     : >"$res"
 }
 
-# bench_header: the line a result file opens with: when, where (the CPU
-# model: kernel choice and so timings depend on it) and how busy (the
-# machines are shared; the load says how far to trust a timing)
+# bench_header: the lines every result opens with, "# key: value": what
+# ran (the benchmark, the command with the environment knobs it read),
+# from which source (commit; "dirty" when the tree has local changes, so
+# the figure cannot be tied to a commit alone), when, where (the CPU model:
+# kernel choice and so timings depend on it) and how busy (on a shared
+# machine the load says how far to trust a timing).  The knobs are the
+# variables the script reads as ${NAME:-...} that are set, plus the
+# OpenBLAS, OpenMP and CDP_ ones, which change kernels and threads.
 bench_header() {
-    echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nproc) CPUs" \
-         "($(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    local top script cmd knobs v commit cpu mem
+    top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    script=${BENCH_SCRIPT:-$0}
+    cmd=${BENCH_COMMAND:-$0${bench_args:+ $bench_args}}
+    knobs=
+    for v in $( { grep -oE '\$\{[A-Z][A-Z0-9_]*:[-?=]' "$script" 2>/dev/null |
+                  sed 's/^..//; s/:.$//'
+                  compgen -e | grep -E '^(OPENBLAS_|OMP_|GOMP_|CDP_|DNNL_|ONEDNN_)'; } | sort -u); do
+        [ -n "${!v+x}" ] && knobs="$knobs$v=${!v} "
+    done
+    # BENCH_COMMIT: for a tree without git (an unpacked tarball)
+    if [ -n "${BENCH_COMMIT:-}" ]; then
+        commit=$BENCH_COMMIT
+    elif commit=$(git -C "$top" rev-parse --short HEAD 2>/dev/null); then
+        [ -z "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] ||
+            commit="$commit (dirty)"
+    else
+        commit="unknown (not a git tree; set BENCH_COMMIT)"
+    fi
+    cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+    mem=$(awk '/^MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null)
+    echo "# bench: ${BENCH_NAME:-$(basename "$script")}"
+    echo "# command: $knobs${cmd#"$top"/}"
+    echo "# commit: $commit"
+    echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "# machine: $(uname -n); $(nproc) CPUs (${cpu:-unknown CPU}); ${mem:-unknown} memory"
+    echo "# load: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (1, 5, 15 min)"
+    if command -v nvidia-smi >/dev/null 2>&1; then
+        echo "# gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
+                       head -1)"
+    fi
 }
 
 # bench_have_gnuplot SCRIPT: gnuplot is there, installed when missing

@@ -1,8 +1,8 @@
 #!/bin/bash
 # GPU training throughput of cdp_run (--backend cuda) on a large MLP, as
 # samples/s and as a fraction of the cuBLAS SGEMM bound measured on the same
-# shapes in the same run (bench/cublas_limit.cu).  Issue 5's target: the
-# training step reaches at least 70% of the GEMM-only throughput.
+# shapes in the same run (bench/cublas_limit.cu).  The target: the training
+# step reaches at least 70% of the GEMM-only throughput.
 #
 #   bench/gpu_throughput.sh BUILD_DIR     (a build configured with --enable-cuda)
 #
@@ -33,7 +33,8 @@ dims=${MODEL#mlp:}
 q=$((BATCH / 4))
 res=$tmp/res.txt
 : >"$res"
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+. "$here/common.sh"
+bench_header
 echo "# $("$CDP" --version 2>&1 | head -1); $MODEL, $BATCH samples per step, $STEPS steps"
 cdp() {  # label rule N B
     "$CDP" --backend cuda --data synthetic --model "$MODEL" --rule "$2" --workers "$3" --batch "$4" \

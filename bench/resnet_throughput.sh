@@ -26,8 +26,9 @@
 #                  (without and with oneDNN's convolutions)
 # The synthetic training set holds all the run's steps in one epoch: every
 # epoch ends with a drain of the timeline, which on several ranks leaves
-# each rank idle for part of a step (with 4-step epochs, as before the
-# eighth session, the mean step of cdp-v1 on 2 ranks was 20% longer).
+# each rank idle for part of a step (with 4-step epochs, as this script
+# used before f4753c5, 2026-11-25, the mean step of cdp-v1 on 2 ranks was
+# 20% longer).
 # Step times from cdp_run --trace (bench/trace_steps.py --skip WARMUP):
 # the run's own step_time_s includes the warm-up steps.  cdp_run sets its
 # own OpenBLAS kernel and OpenMP spin count (src/cpu/blas_setup.c).

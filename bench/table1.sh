@@ -53,6 +53,8 @@ needed() {
         --model "$MODEL" | sed -n 's/^ranks used: \([0-9]*\).*/\1/p'
 }
 
+. "$here/bench/common.sh"
+bench_header
 echo "cdp Table 1, measured: $MODEL, L=$STAGES stages, N=$WORKERS workers x B=$BATCH, synthetic data, $(nproc) cores, $(date -u +%F)"
 echo
 echo "| framework              | rule   | ranks | act. peak | act./rank | state/rank | coll./step | peak tick | step (ms) |"

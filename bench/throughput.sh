@@ -44,7 +44,7 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-/work/build-bench}}
+BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
 CDP=$BUILD/cdp_run
 PY=${PY:-/usr/bin/python3}
 MODELS=${MODELS:-"mlp:784-1024-1024-10 mlp:784-256-128-10"}

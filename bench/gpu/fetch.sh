@@ -1,7 +1,7 @@
 #!/bin/bash
-# Prepares, on a Debian 12 machine with apt (this one), what bench/gpu/run.sh
-# needs on a lent GPU machine that has nvcc, cuBLAS, gcc and python3 + torch
-# but probably no Open MPI, OpenBLAS or Check, and no autotools:
+# Prepares, on a Debian 12 machine with apt, what bench/gpu/run.sh needs on
+# a GPU machine that has nvcc, cuBLAS, gcc and python3 + torch but no Open
+# MPI, OpenBLAS or Check, and no autotools (a bare cloud or container image):
 #
 #   .gpu/debs/*.deb   Debian packages, fetched with `apt-get download` (never
 #                     installed here); run.sh unpacks them with `dpkg -x` into
@@ -17,8 +17,8 @@
 # environment: GPU_DIR [.gpu at the repository root], PACKAGES [the list
 # below], KEEP_TMP=1 keeps the scratch directories.
 #
-# .gpu/ is git-ignored; a device `run` call names it in `carry` (limit: 64 MiB
-# together with the working tree; this prints both sizes).
+# .gpu/ is git-ignored: copy it to the GPU machine with the tree (rsync,
+# scp); this prints its size and the tree's.
 #
 # The packages: the Debian 12 (bookworm) builds of what configure.ac and the
 # tests need, and the shared libraries those load, found with ldd over every

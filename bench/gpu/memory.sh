@@ -1,5 +1,5 @@
 #!/bin/bash
-# Peak activation memory on one GPU at N = 8 workers (issue 12): cdp_run
+# Peak activation memory on one GPU at N = 8 workers: cdp_run
 # --backend cuda, one process, dp and cdp-v2 with L stages, next to PyTorch's
 # gradient accumulation over the same 8 micro-batches
 # (bench/gpu/torch_gpu.py memory: torch.cuda.max_memory_allocated).
@@ -43,7 +43,8 @@ res=$tmp/res.txt
 : >"$res"
 . "$(dirname "$0")/../../tests/cuda_probe.sh"
 cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+. "$here/../common.sh"
+bench_header
 echo "# $("$CDP" --version 2>&1 | head -1); N=$N, L=$L, $SHAPE, $STEPS steps, balance $BALANCE"
 
 used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 |

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Training throughput of the networks of issue 12 on one GPU: cdp_run
+# Training throughput of resnet50 and vit-b16 on one GPU: cdp_run
 # --backend cuda against PyTorch on the same GPU (bench/gpu/torch_gpu.py:
 # the same torchvision modules, fp32, TF32 off, cuDNN), the same samples per
 # step and micro-batching, and both against the cuBLAS SGEMM bound of the
@@ -45,7 +45,8 @@ SRC=$(mk abs_top_srcdir)
 
 . "$(dirname "$0")/../../tests/cuda_probe.sh"
 cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+. "$here/../common.sh"
+bench_header
 echo "# $("$CDP" --version 2>&1 | head -1); $SHAPE, $STEPS steps, windows of $LOG, $REPS rounds; cases: $CASES"
 
 # -- cdp_run (the cases round-robin, REPS rounds), then PyTorch (its

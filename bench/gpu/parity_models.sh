@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/gpu_parity.sh's checks for the ResNets and the ViT (issue 12).  Per
+# tests/gpu_parity.sh's checks for the ResNets and the ViT.  Per
 # model, against the CPU backend on the same machine (relative difference
 # max|a-b|/max|b| over every tensor, buffers included, tests/st_compare):
 #   1. one step of dp: the GPU within TOL1 [1e-4] of the CPU (the kernels);
@@ -25,7 +25,7 @@
 # TOL1 [1e-4], KSTEPS [3], KTOL [norm:1e-4], ENVELOPE [2], LR [0.01] (SGD,
 # momentum 0.9, weight decay 5e-4, as the parity tests).  Prints "RESULT
 # parity ..." lines; exits 1 when a check fails, 77 without a GPU.  A
-# measurement for the session's notes, not part of make check.
+# measurement for bench/RESULTS.md, not part of make check.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:?usage: bench/gpu/parity_models.sh BUILD_DIR}
@@ -57,6 +57,8 @@ cmp_st() {
 
 . "$here/../../tests/cuda_probe.sh"
 cuda_probe "$CDP" cuda "RESULT parity "   # exits 77 where there is no CUDA
+. "$here/../common.sh"
+bench_header
 
 # rel A B [norm:]: st_compare's max|a-b|/max|b| (or, with norm:, its
 # ||a-b||/||b||) of two weight files of model $m

@@ -43,7 +43,9 @@ if [ "${NCU_RUN:-1}" != 0 ] && { [ -z "$NCU" ] || [ ! -x "$NCU" ]; }; then
 fi
 tmp=$(mktemp -d /tmp/cdp_profile.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n); $([ -n "$NCU" ] && "$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
+. "$here/../common.sh"
+bench_header
+echo "# $([ -n "$NCU" ] && "$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
 rc=0
 for c in $CASES; do
     IFS=: read -r m s n <<<"$c"

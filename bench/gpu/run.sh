@@ -1,8 +1,9 @@
 #!/bin/bash
-# Builds cdp with the CUDA backend on a lent GPU machine, runs the GPU tests
-# and the measurements of issue 12, in one call of the device tool.  Needs
-# .gpu/ from bench/gpu/fetch.sh (the .debs and the `make dist` tarball),
-# carried with the call; see bench/gpu/README for the call itself.
+# Builds cdp with the CUDA backend on a machine with an NVIDIA GPU, runs the
+# GPU tests and the GPU measurements (parity, throughput, memory), in one
+# command.  Needs .gpu/ from bench/gpu/fetch.sh (the .debs and the `make
+# dist` tarball) copied beside the tree when the machine lacks Open MPI,
+# OpenBLAS or Check; see bench/gpu/README.
 #
 # usage: bench/gpu/run.sh [PHASE...]
 #   inventory  the machine: GPU, driver, nvcc, gcc, glibc, python3/torch, the
@@ -21,24 +22,25 @@
 #   profile    bench/gpu/profile.sh: ncu's kernel times per kernel of a few
 #              resnet50 / vit-b16 steps, beside the step's wall time (not in
 #              the default; the first thing to run before tuning the GPU)
-#   train      bench/accuracy.sh with --backend cuda: the acceptance trainings
-#              of issues 10 and 11 on Fashion-MNIST, 4 ranks sharing the GPU
+#   train      bench/accuracy.sh with --backend cuda: the resnet20 and vit-tiny
+#              accuracy trainings on Fashion-MNIST, 4 ranks sharing the GPU
 #              (needs `bench/gpu/fetch.sh data` here; not in the default):
 #              TRAIN_MODEL [resnet20], TRAIN_EPOCHS [15], TRAIN_RULES
 #              [dp cdp-v1 cdp-v2], TRAIN_LR, TRAIN_WARMUP, TRAIN_EXTRA
 #   default: inventory build test parity mlp memory nets
-# A phase that needs the build runs it first when it is missing (a machine
-# still warm from the last call keeps it: $GPU_WORK survives between calls).
+# A phase that needs the build runs it first when it is missing ($GPU_WORK
+# keeps it from one run to the next).
 #
 # Each phase runs under `timeout`, within its own limit and what is left of
-# BUDGET [540] seconds for the whole call; a phase that cannot get its minimum
-# is skipped (named at the end, to be run in a second call); a failed phase
+# BUDGET [540] seconds for the whole run (where GPU time is rationed; raise it
+# on a machine of your own); a phase that cannot get its minimum is skipped
+# (named at the end, to be run in a second run); a failed phase
 # does not stop the next one.  Writes at most 8 files to $OUT [$GPU_WORK/out]:
 #   summary.txt  inventory, one line per phase, the RESULT lines of every log
 #   PHASE.log    build.log test.log parity.log mlp.log nets.log memory.log
 #   extra.tar.gz config.log, the GPU tests' logs, the per-shape GEMM timings,
 #                check.log
-# and prints summary.txt last (the device tool returns the end of the output).
+# and prints summary.txt last (the end of the output is the summary).
 #
 # Environment: BUDGET, LIMIT_<phase> (a phase's maximum, e.g. LIMIT_build=900
 # on a slow machine), GPU_WORK [/tmp/cdp-gpu], GPU_DIR [.gpu], CUDA_ARCH [90],
@@ -48,6 +50,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 . "$here/env.sh"
+. "$here/../common.sh"
 GPU_WORK=${GPU_WORK:-/tmp/cdp-gpu}
 OUT=${OUT:-$GPU_WORK/out}
 B=$GPU_WORK/build
@@ -60,10 +63,9 @@ mkdir -p "$OUT"
 # Measured on an NVIDIA H200 (16 cores) on 2026-11-26: build 15-16 s, test
 # 16 s, parity 20-33 s for resnet20, ~40 s for vit-tiny, ~250 s for
 # resnet18-cifar with the envelope runs, mlp 36 s (MLP_REPS=2,
-# MLP_STEPS=100), memory 38 s, nets 104 s (REPS=1).  A session has 15
-# minutes of device time, a fresh machine takes ~40 s to start: the default
-# phases fit one call of BUDGET=540 only with parity limited (MODELS) and
-# nets at REPS=1 (bench/gpu/README, "Planning the device time").
+# MLP_STEPS=100), memory 38 s, nets 104 s (REPS=1): the default phases fit
+# BUDGET=540 only with parity limited (MODELS) and nets at REPS=1
+# (bench/gpu/README, "Time").
 declare -A MAXS=([build]=120 [test]=60 [parity]=330 [mlp]=80 [nets]=220 [memory]=80 [check]=500 [train]=540 [profile]=480)
 declare -A MINS=([build]=20 [test]=20 [parity]=40 [mlp]=30 [nets]=100 [memory]=40 [check]=120 [train]=60 [profile]=60)
 for p in "${!MAXS[@]}"; do     # LIMIT_build=900 etc. override a maximum
@@ -136,7 +138,8 @@ cudnn_arg() {
 # ---------------------------------------------------------------- inventory
 inventory() {
     local v
-    echo "# bench/gpu/run.sh $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -n), phases: $*"
+    bench_header
+    echo "# phases: $*"
     echo "machine: $(uname -srm); $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME");" \
          "$(nproc) CPUs; $(free -g 2>/dev/null | awk '/^Mem/ {print $2 " GiB"}')"
     local have need
@@ -352,7 +355,7 @@ for p in $phases; do
             fi ;;
     esac
 done
-[ -z "$skipped" ] || echo "to do in another call: bench/gpu/run.sh$skipped" | tee -a "$sum"
+[ -z "$skipped" ] || echo "to do in another run: bench/gpu/run.sh$skipped" | tee -a "$sum"
 
 {
     echo
