@@ -523,114 +523,219 @@ static void record(cdp_exec *x, const cdp_instr *in, int64_t k0, double t0)
                                          (int32_t)(k0 + in->step), t0, now_s(x) };
 }
 
+/* ------------------------------------------------------------ instructions
+ * One handler per opcode (cdp/schedule.h says what each does). */
+
+typedef void (*op_handler)(cdp_exec *x, const cdp_instr *in, int64_t k0);
+
+static size_t nbytes(const cdp_exec *x, const cdp_instr *in)
+{
+    return in->stage >= 0 ? stage_bytes(x, in->stage) : 0;
+}
+
+static void op_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    do_fwd(x, in, k0);
+    retire(x, in, k0);
+}
+
+static void op_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    do_bwd(x, in, k0);
+    retire(x, in, k0);
+}
+
+static void op_acc(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    if (!(in->flags & CDP_F_FIRST) && !x->acc_in_place) {   /* else BWD wrote acc */
+        cdp_req_wait_range(x, x->acc[l], nbytes(x, in));
+        x->be->add(x->m->stage_n[l], x->acc[l], x->scratch);
+    }
+}
+
+static void op_send_grad(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    cdp_req_post_send(x, x->acc[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_GRAD, l), in->due);
+    cdp_req_release_later(x, &x->state, x->acc[l], nbytes(x, in));
+    x->acc[l] = NULL;
+}
+
+static void op_recv_grad(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    cdp_req_post_recv(x, acquire_acc(x, l), nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
+}
+
+static void op_finalize(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    finalize(x, in->stage);
+}
+
+static void op_send_full(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    cdp_req_post_send(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
+    if ((in->flags & CDP_F_LAST) && !x->holds[l]) {
+        cdp_req_release_later(x, &x->state, x->full[l], nbytes(x, in));
+        x->full[l] = NULL;
+    }
+}
+
+static void op_recv_full(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    if (!x->full[l])
+        x->full[l] = cdp_actmem_alloc(&x->state, nbytes(x, in));
+    cdp_req_post_recv(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+}
+
+static void op_allreduce(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    if (l < 0) {   /* replicated: the whole gradient in one call */
+        cdp_req_wait_range(x, x->acc_block, x->m->nparams * sizeof(float));
+        cdp_req_collective(x, COLL_ALLREDUCE, x->acc_block, x->m->nparams, 0);
+        for (int s = 0; s < x->L; s++)
+            finalize(x, s);
+    } else {       /* model-parallel: the copies of stage l */
+        cdp_req_collective(x, COLL_ALLREDUCE_STAGE, x->acc[l], x->m->stage_n[l], 0);
+        finalize(x, l);
+    }
+}
+
+static void op_reduce_grad(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage;
+    cdp_req_collective(x, COLL_REDUCE, x->acc[l], x->m->stage_n[l], in->peer);
+    if (x->comm->rank == in->peer)
+        finalize(x, l);
+    else
+        drop_acc(x, l);
+}
+
+static void op_send_act(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage, i = in->worker;
+    cdp_req_post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * x->L + l]), out_bytes(x, l),
+                      in->peer, cdp_comm_tag(CDP_TAG_ACT, l), in->due);
+}
+
+static void op_recv_act(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage, i = in->worker;
+    float **a = &x->in_act[i * x->L + l];
+    *a = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
+    cdp_req_post_recv(x, *a, in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
+}
+
+static void op_send_dact(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage, i = in->worker;
+    float **d = &x->dact[i * x->L + l - 1];
+    cdp_req_post_send(x, *d, in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1), in->due);
+    cdp_req_release_later(x, &x->mem, *d, in_bytes(x, l));
+    *d = NULL;
+}
+
+static void op_recv_dact(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    (void)k0;
+    const int l = in->stage, i = in->worker;
+    float **d = &x->dact[i * x->L + l];
+    *d = cdp_actmem_alloc(&x->mem, out_bytes(x, l));
+    cdp_req_post_recv(x, *d, out_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l));
+}
+
+static int params_tag(int l, int64_t v)
+{
+    return cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1));
+}
+
+static void op_send_params(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    const int l = in->stage;
+    const int64_t v = abs_version(k0, in->version);
+    cdp_req_post_send(x, stage_params(x, l, v), nbytes(x, in), in->peer, params_tag(l, v), in->due);
+}
+
+static void op_recv_params(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    const int l = in->stage;
+    const int64_t v = abs_version(k0, in->version);
+    cdp_req_post_recv(x, borrow(x, l, v), nbytes(x, in), in->peer, params_tag(l, v));
+}
+
+static void op_bcast_params(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    const int l = in->stage;
+    const int64_t v = abs_version(k0, in->version);
+    float *p = x->holds[l] ? (float *)stage_params(x, l, v) : borrow(x, l, v);
+    cdp_req_collective(x, COLL_BCAST, p, x->m->stage_n[l], in->peer);
+}
+
+static void op_drop_params(cdp_exec *x, const cdp_instr *in, int64_t k0)
+{
+    const int l = in->stage;
+    const int64_t v = abs_version(k0, in->version);
+    float **b = &x->borrowed[l][v & 1];
+    cdp_req_release_now(x, &x->state, *b, nbytes(x, in));
+    *b = NULL;
+    x->borrowed_version[l][v & 1] = -2;
+}
+
+/* moves_full: writes or moves a full gradient, so the stage's gradient
+ * buffer (all stages' for a stage of -1) forgets that it was clear */
+static const struct {
+    op_handler run;
+    int moves_full;
+} handlers[CDP_OP_COUNT] = {
+    [CDP_OP_FWD] = { op_fwd, 0 },
+    [CDP_OP_BWD] = { op_bwd, 0 },
+    [CDP_OP_ACC] = { op_acc, 0 },
+    [CDP_OP_SEND_GRAD] = { op_send_grad, 0 },
+    [CDP_OP_RECV_GRAD] = { op_recv_grad, 0 },
+    [CDP_OP_FINALIZE] = { op_finalize, 1 },
+    [CDP_OP_SEND_FULL] = { op_send_full, 1 },
+    [CDP_OP_RECV_FULL] = { op_recv_full, 1 },
+    [CDP_OP_ALLREDUCE] = { op_allreduce, 1 },
+    [CDP_OP_APPLY] = { do_apply, 0 },
+    [CDP_OP_SEND_ACT] = { op_send_act, 0 },
+    [CDP_OP_RECV_ACT] = { op_recv_act, 0 },
+    [CDP_OP_SEND_DACT] = { op_send_dact, 0 },
+    [CDP_OP_RECV_DACT] = { op_recv_dact, 0 },
+    [CDP_OP_SEND_PARAMS] = { op_send_params, 0 },
+    [CDP_OP_RECV_PARAMS] = { op_recv_params, 0 },
+    [CDP_OP_BCAST_PARAMS] = { op_bcast_params, 0 },
+    [CDP_OP_REDUCE_GRAD] = { op_reduce_grad, 1 },
+    [CDP_OP_DROP_PARAMS] = { op_drop_params, 0 },
+};
+
 static void execute(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
-    const int l = in->stage, L = x->L, i = in->worker;
-    const size_t nb = l >= 0 ? stage_bytes(x, l) : 0;
-    const int64_t v = abs_version(k0, in->version);
-    switch (in->op) {   /* what writes or moves a full gradient forgets that it was clear */
-    case CDP_OP_FINALIZE: case CDP_OP_SEND_FULL: case CDP_OP_RECV_FULL: case CDP_OP_ALLREDUCE:
-    case CDP_OP_REDUCE_GRAD:
-        for (int s = l < 0 ? 0 : l; s < (l < 0 ? L : l + 1); s++)
-            x->zeroed[s] = NULL;
-        break;
-    default:
-        break;
-    }
-    switch (in->op) {
-    case CDP_OP_FWD: do_fwd(x, in, k0); retire(x, in, k0); break;
-    case CDP_OP_BWD: do_bwd(x, in, k0); retire(x, in, k0); break;
-    case CDP_OP_ACC:
-        if (!(in->flags & CDP_F_FIRST) && !x->acc_in_place) {   /* else BWD wrote acc */
-            cdp_req_wait_range(x, x->acc[l], nb);
-            x->be->add(x->m->stage_n[l], x->acc[l], x->scratch);
-        }
-        break;
-    case CDP_OP_SEND_GRAD:
-        cdp_req_post_send(x, x->acc[l], nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l), in->due);
-        cdp_req_release_later(x, &x->state, x->acc[l], nb);
-        x->acc[l] = NULL;
-        break;
-    case CDP_OP_RECV_GRAD:
-        cdp_req_post_recv(x, acquire_acc(x, l), nb, in->peer, cdp_comm_tag(CDP_TAG_GRAD, l));
-        break;
-    case CDP_OP_FINALIZE:
-        finalize(x, l);
-        break;
-    case CDP_OP_SEND_FULL:
-        cdp_req_post_send(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
-        if ((in->flags & CDP_F_LAST) && !x->holds[l]) {
-            cdp_req_release_later(x, &x->state, x->full[l], nb);
-            x->full[l] = NULL;
-        }
-        break;
-    case CDP_OP_RECV_FULL:
-        if (!x->full[l])
-            x->full[l] = cdp_actmem_alloc(&x->state, nb);
-        cdp_req_post_recv(x, x->full[l], nb, in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
-        break;
-    case CDP_OP_ALLREDUCE:
-        if (l < 0) {   /* replicated: the whole gradient in one call */
-            cdp_req_wait_range(x, x->acc_block, x->m->nparams * sizeof(float));
-            cdp_req_collective(x, COLL_ALLREDUCE, x->acc_block, x->m->nparams, 0);
-            for (int s = 0; s < L; s++)
-                finalize(x, s);
-        } else {       /* model-parallel: the copies of stage l */
-            cdp_req_collective(x, COLL_ALLREDUCE_STAGE, x->acc[l], x->m->stage_n[l], 0);
-            finalize(x, l);
-        }
-        break;
-    case CDP_OP_REDUCE_GRAD:
-        cdp_req_collective(x, COLL_REDUCE, x->acc[l], x->m->stage_n[l], in->peer);
-        if (x->comm->rank == in->peer)
-            finalize(x, l);
-        else
-            drop_acc(x, l);
-        break;
-    case CDP_OP_APPLY: do_apply(x, in, k0); break;
-    case CDP_OP_SEND_ACT:
-        cdp_req_post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * L + l]), out_bytes(x, l), in->peer,
-                  cdp_comm_tag(CDP_TAG_ACT, l), in->due);
-        break;
-    case CDP_OP_RECV_ACT:
-        x->in_act[i * L + l] = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
-        cdp_req_post_recv(x, x->in_act[i * L + l], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
-        break;
-    case CDP_OP_SEND_DACT:
-        cdp_req_post_send(x, x->dact[i * L + l - 1], in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l - 1), in->due);
-        cdp_req_release_later(x, &x->mem, x->dact[i * L + l - 1], in_bytes(x, l));
-        x->dact[i * L + l - 1] = NULL;
-        break;
-    case CDP_OP_RECV_DACT:
-        x->dact[i * L + l] = cdp_actmem_alloc(&x->mem, out_bytes(x, l));
-        cdp_req_post_recv(x, x->dact[i * L + l], out_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_DACT, l));
-        break;
-    case CDP_OP_SEND_PARAMS:
-        cdp_req_post_send(x, stage_params(x, l, v), nb, in->peer,
-                  cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)), in->due);
-        break;
-    case CDP_OP_RECV_PARAMS:
-        cdp_req_post_recv(x, borrow(x, l, v), nb, in->peer, cdp_comm_tag(CDP_TAG_PARAMS, 2 * l + (int)(v & 1)));
-        break;
-    case CDP_OP_BCAST_PARAMS:
-        if (x->holds[l]) {
-            cdp_req_collective(x, COLL_BCAST, (float *)stage_params(x, l, v), x->m->stage_n[l], in->peer);
-        } else {
-            cdp_req_collective(x, COLL_BCAST, borrow(x, l, v), x->m->stage_n[l], in->peer);
-        }
-        break;
-    case CDP_OP_DROP_PARAMS: {
-        float **b = &x->borrowed[l][v & 1];
-        cdp_req_release_now(x, &x->state, *b, nb);
-        *b = NULL;
-        x->borrowed_version[l][v & 1] = -2;
-        break;
-    }
-    default:
+    if (in->op >= CDP_OP_COUNT || !handlers[in->op].run) {
         fprintf(stderr, "cdp: instruction %s is not supported by this executor\n",
                 cdp_opcode_name(in->op));
         abort();
     }
+    if (handlers[in->op].moves_full) {
+        const int l = in->stage;
+        for (int s = l < 0 ? 0 : l; s < (l < 0 ? x->L : l + 1); s++)
+            x->zeroed[s] = NULL;
+    }
+    handlers[in->op].run(x, in, k0);
 }
 
 static void ensure_ticks(cdp_exec *x, int n)
