@@ -418,14 +418,25 @@ size_t cdp_model_param_count(const cdp_model *m)
     return n;
 }
 
-size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
+/* The workspace: the gradient buffers of a stage's backward (or the
+ * tensors only its forward reads), then the layers' scratch; or, in the
+ * update, the unpacked statistics of the micro-batches. */
+size_t cdp_model_layer_ws_offset(const cdp_model *m, int B)
 {
-    size_t grad = 0, conv = 0, tail = 0;
+    size_t grad = 0;
     for (int l = 0; l < m->nstages; l++) {
         size_t g = (m->plan[l].ws_ps > m->plan[l].fwd_scratch_ps ? m->plan[l].ws_ps
                                                                  : m->plan[l].fwd_scratch_ps) *
                    (size_t)B;
         if (g > grad) grad = g;
+    }
+    return even(grad);
+}
+
+size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
+{
+    size_t conv = 0, tail = 0;
+    for (int l = 0; l < m->nstages; l++) {
         size_t t = 2 * (size_t)m->workers * m->plan[l].slot_doubles;   /* unpacked */
         if (t > tail) tail = t;
     }
@@ -436,7 +447,7 @@ size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
             if (w > conv) conv = w;
         }
     }
-    size_t a = even(grad) + conv;
+    size_t a = cdp_model_layer_ws_offset(m, B) + conv;
     return a > tail ? a : tail;
 }
 

@@ -108,16 +108,10 @@ float *cdp_stage_output(const cdp_model *m, int l, int B, float *act)
     return act + (size_t)m->node_off[root(m, m->plan[l].out_tensor)] * (size_t)B;
 }
 
+/* the layers' scratch, after the gradient buffers (model.c lays it out) */
 static float *conv_ws(const cdp_model *m, float *ws, int B)
 {
-    size_t grad = 0;
-    for (int l = 0; l < m->nstages; l++) {
-        size_t g = m->plan[l].ws_ps > m->plan[l].fwd_scratch_ps ? m->plan[l].ws_ps
-                                                                : m->plan[l].fwd_scratch_ps;
-        if (g * (size_t)B > grad)
-            grad = g * (size_t)B;
-    }
-    return ws + ((grad + 1) & ~(size_t)1);
+    return ws + cdp_model_layer_ws_offset(m, B);
 }
 
 /* ------------------------------------------------------------ forward */

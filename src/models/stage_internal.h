@@ -1,11 +1,14 @@
 /* Internal to src/models: what model.c needs of stage.c while it lays a
- * model out. */
+ * model out, and the layout facts stage.c reads of model.c. */
 #ifndef CDP_MODELS_STAGE_INTERNAL_H
 #define CDP_MODELS_STAGE_INTERNAL_H
 
 #include <stddef.h>
 #include "cdp/model.h"
 
+/* Where the layers' scratch starts in the workspace, in floats: after the
+ * largest stage's gradient buffers (or forward-only tensors), even. */
+size_t cdp_model_layer_ws_offset(const cdp_model *m, int B);
 /* 1 if stage l's backward skips layer j (a ReLU fused into its consumer's
  * backward, or left to the next stage; a view) */
 int cdp_stage_skips_bwd(const cdp_model *m, int l, int j);
