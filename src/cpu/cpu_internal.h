@@ -63,7 +63,8 @@ void cdp_cpu_conv2d_direct_bwd(const struct cdp_conv_shape *s, const float *x, c
                                const float *dy, float *dx, float *dw, int accumulate,
                                float *ws);
 
-/* The slots every convolution path shares (kernels_conv.c, "Determinism"):
+/* The slots every convolution path shares (conv_slots.c; kernels_conv.c,
+ * "Determinism"):
  * S = min(cdp_cpu_gemm_split, B) slots; slot sl owns samples
  * [B*sl/S, B*(sl+1)/S), cut into m chunks of near-equal sizes
  * (cdp_cpu_conv_chunk: chunk c's samples [*b0, *b1), possibly empty); the

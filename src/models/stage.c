@@ -1,4 +1,4 @@
-/* One stage's forward, backward and update, and evaluation, for any model:
+/* One stage's forward, backward and update, for any model:
  * the layers of the stage are interpreted in order (forward) and in reverse
  * (backward) with the offsets model.c laid out.
  *
@@ -14,13 +14,11 @@
  * backward to its dx (the same bits as relu_bwd after it); a ReLU that ends
  * a stage is applied by the next stage to its dx, so that no stage's
  * backward reads its own output. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cdp/layer_times.h"
-#include "cdp/rng.h"
 #include "stage_internal.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -446,119 +444,4 @@ static void update(const cdp_backend *be, const cdp_model *m, int l, int B,
     if (theta_out == g)   /* the rest of the tail is no parameter: keep it +0 */
         be->zero(g + P->train_n + P->buffer_n,
                  (m->stage_n[l] - P->train_n - P->buffer_n) * sizeof(float));
-}
-
-/* ------------------------------------------------------------ evaluation */
-
-void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *params,
-                        const uint8_t *pixels, const int32_t *labels, int64_t n,
-                        int channels, const float *norm, int chunk, double *loss_sum,
-                        double *correct)
-{
-    *loss_sum = 0.0;
-    *correct = 0.0;
-    if (n <= 0)
-        return;
-    if (chunk <= 0)
-        chunk = 1024;
-    if ((int64_t)chunk > n)
-        chunk = (int)n;
-    const int L = m->nstages;
-    const size_t din = (size_t)cdp_model_in(m);
-    float *x = be->alloc((size_t)chunk * din * sizeof(float));
-    float *ws = be->alloc(cdp_model_ws_floats(be, m, chunk) * sizeof(float) + 64);
-    int32_t *lab = be->alloc((size_t)chunk * sizeof(int32_t));
-    double *stats = be->alloc(2 * sizeof(double));
-    float **act = calloc((size_t)L, sizeof *act);
-    int ok = x && ws && lab && stats && act;
-    for (int l = 0; ok && l < L; l++)
-        ok = (act[l] = be->alloc(cdp_stage_act_floats(m, l, chunk) * sizeof(float))) != NULL;
-    if (!ok) {
-        fprintf(stderr, "cdp: evaluation: out of %s memory for chunks of %d samples\n",
-                be->name, chunk);
-        *loss_sum = NAN;
-        *correct = NAN;
-        goto out;
-    }
-    be->zero(stats, 2 * sizeof(double));
-    for (int64_t s = 0; s < n; s += chunk) {
-        int rows = n - s < chunk ? (int)(n - s) : chunk;
-        be->pixels_to_input(rows, channels, (int)(din / (size_t)channels), pixels + (size_t)s * din,
-                            norm, x);
-        be->to_device(lab, labels + s, (size_t)rows * sizeof(int32_t));
-        const float *in = x;
-        for (int l = 0; l < L; l++) {
-            cdp_stage_fwd(be, m, l, rows, params + m->stage_off[l], in, act[l],
-                          l == L - 1 ? lab : NULL, stats, ws, 0);
-            in = cdp_stage_output(m, l, rows, act[l]);
-        }
-    }
-    double h[2];
-    be->sync();
-    be->to_host(h, stats, sizeof h);
-    *loss_sum = h[0];
-    *correct = h[1];
-out:
-    for (int l = 0; act && l < L; l++)
-        if (act[l])
-            be->free(act[l]);
-    free(act);
-    if (x) be->free(x);
-    if (ws) be->free(ws);
-    if (lab) be->free(lab);
-    if (stats) be->free(stats);
-}
-
-/* ------------------------------------------------------------ init */
-
-void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params)
-{
-    memset(host_params, 0, m->nparams * sizeof(float));
-    for (int j = 0; j < m->ntensors; j++) {
-        const cdp_tensor_info *t = &m->tensors[j];
-        if (t->kind == CDP_TENSOR_COUNTER)
-            continue;
-        cdp_param_desc d[8];
-        const cdp_layer *ly = &m->layers[t->layer];
-        cdp_layer_ops_of(ly->kind)->params(ly, d);
-        const int k = t->param;
-        float *p = host_params + t->off;
-        const float a = d[k].a;
-        switch (d[k].init) {
-        case CDP_INIT_UNIFORM:
-            /* (2u - 1) * a, u = cdp_rand_unit(seed, j, i), in float */
-            for (size_t i = 0; i < t->n; i++)
-                p[i] = (2.0f * cdp_rand_unit(seed, (uint64_t)j, i) - 1.0f) * a;
-            break;
-        case CDP_INIT_NORMAL:
-            /* Box-Muller on the pair (2i, 2i+1) of the stream, in double */
-            for (size_t i = 0; i < t->n; i++) {
-                double u1 = 1.0 - (double)cdp_rand_unit(seed, (uint64_t)j, 2 * i);
-                double u2 = (double)cdp_rand_unit(seed, (uint64_t)j, 2 * i + 1);
-                p[i] = (float)(a * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-            }
-            break;
-        case CDP_INIT_TRUNC_NORMAL:
-            /* the normal draws of CDP_INIT_NORMAL; one outside [-2, 2] is
-             * redrawn from the pair (2i + 2R, 2i + 1 + 2R) of the stream,
-             * R = 1, 2, ... (R * 2 * n past the first draws) */
-            for (size_t i = 0; i < t->n; i++) {
-                double v;
-                uint64_t r = 0;
-                do {
-                    uint64_t q = 2 * (i + r * t->n);
-                    double u1 = 1.0 - (double)cdp_rand_unit(seed, (uint64_t)j, q);
-                    double u2 = (double)cdp_rand_unit(seed, (uint64_t)j, q + 1);
-                    v = a * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-                    r++;
-                } while (v < -2.0 || v > 2.0);
-                p[i] = (float)v;
-            }
-            break;
-        case CDP_INIT_CONST:
-            for (size_t i = 0; i < t->n; i++)
-                p[i] = a;
-            break;
-        }
-    }
 }

@@ -1,5 +1,6 @@
 /* Internal to src/models: what model.c needs of stage.c while it lays a
- * model out, and the layout facts stage.c reads of model.c. */
+ * model out (the dry runs of the interpreter), and the layout facts
+ * sizes.c derives for stage.c. */
 #ifndef CDP_MODELS_STAGE_INTERNAL_H
 #define CDP_MODELS_STAGE_INTERNAL_H
 
