@@ -87,6 +87,37 @@ hosts_shape() {   # NS DEV: the link's shaping on DEV's way out
     return 0
 }
 
+# hosts_alive PID: a process that is not a zombie
+hosts_alive() {
+    [ -r "/proc/$1/stat" ] || return 1
+    local st
+    st=$(sed 's/^.*) //' "/proc/$1/stat" | cut -d' ' -f1)
+    [ "$st" != Z ]
+}
+
+# hosts_reap: what a run killed by SIGKILL (no trap runs) left: the
+# namespaces cdpPID-* and directories /tmp/cdp-hosts.PID.* of a PID that
+# is no process any more.  Another live run's are left alone.
+hosts_reap() {
+    local ns pid d p n=0
+    for ns in $(ip netns list 2>/dev/null | awk '{ print $1 }' | grep -E '^cdp[0-9]+-(sw|h[0-9]+)$'); do
+        pid=${ns#cdp}
+        pid=${pid%%-*}
+        hosts_alive "$pid" && continue
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null && n=$((n + 1))
+    done
+    for d in /tmp/cdp-hosts.[0-9]*.*; do
+        [ -d "$d" ] || continue
+        pid=${d#/tmp/cdp-hosts.}
+        pid=${pid%%.*}
+        case $pid in ''|*[!0-9]*) continue ;; esac
+        hosts_alive "$pid" || rm -rf "$d"
+    done
+    [ "$n" -eq 0 ] || echo "hosts.sh: removed $n namespaces left by a run that was killed" >&2
+    return 0
+}
+
 # hosts_up K: makes the K hosts, the switch, the agent and the hostfile.
 hosts_up() {
     HOSTS_K=$1
@@ -96,8 +127,9 @@ hosts_up() {
     [ "$(id -u)" -eq 0 ] || { hosts_skip "not root (network namespaces need CAP_NET_ADMIN)"; return; }
     command -v ip >/dev/null && command -v unshare >/dev/null \
         || { hosts_skip "needs ip (iproute2) and unshare (util-linux)"; return; }
+    hosts_reap
     HOSTS_PREFIX="cdp$$-"
-    HOSTS_DIR=$(mktemp -d /tmp/cdp-hosts.XXXXXX)
+    HOSTS_DIR=$(mktemp -d "/tmp/cdp-hosts.$$.XXXXXX")
     trap hosts_down EXIT
     trap 'hosts_down; exit 130' INT
     trap 'hosts_down; exit 143' TERM

@@ -15,6 +15,8 @@
 #    0's host), resumed on other host and rank counts bit for bit; a
 #    checkpoint directory that exists on node2 only: a clear error.
 # 5. The banner says which ranks run on which host.
+# 6. A harness killed by SIGKILL (no trap runs) leaves its namespaces; the
+#    next harness removes them, saying so, and leaves a live one's alone.
 # Exit 77 (skip) where namespaces cannot be made (not root, no
 # CAP_NET_ADMIN); the namespaces are removed on any exit.
 . "$(dirname "$0")/lib.sh"
@@ -188,4 +190,27 @@ nall=$(grep -c "^  host " "$b")
 [ "$n1 $n2 $nall" = "1 1 2" ] \
     && pass "banner on 2x2: $(grep "^  host " "$b" | tr -s ' ' | tr '\n' ';')" \
     || fail "banner on 2x2: no single lines '  host node1: ranks 0-1' and '  host node2: ranks 2-3' ($n1, $n2, $nall host lines): $(grep -m 3 '^  ' "$b" | tr -s ' ')"
+
+# 6. what a killed harness leaves
+hs="${top_srcdir:-$(dirname "$0")/..}/tests/hosts.sh"
+bash "$hs" --hosts 2 -- sleep 120 >"$TMP/killed.out" 2>&1 &
+kpid=$!
+for _ in $(seq 100); do
+    [ "$(ip netns list | grep -c "^cdp$kpid-")" -ge 3 ] && break
+    sleep 0.1
+done
+kill -KILL "$kpid"
+wait "$kpid" 2>/dev/null
+pkill -KILL -f "^sleep 120$" 2>/dev/null
+left=$(ip netns list | grep -c "^cdp$kpid-")
+[ "$left" -eq 3 ] && pass "a harness killed by SIGKILL leaves its 3 namespaces (cdp$kpid-*)" \
+    || fail "the killed harness left $left namespaces cdp$kpid-*, not 3 (the check below means nothing)"
+bash "$hs" --hosts 1 -- true >"$TMP/reap.out" 2>&1
+rc=$?
+after=$(ip netns list | grep -c "^cdp$kpid-")
+mine=$(ip netns list | grep -c "^cdp$$-")
+[ "$rc" -eq 0 ] && [ "$after" -eq 0 ] && [ "$mine" -ge 4 ] \
+    && grep -q "removed 3 namespaces left by a run that was killed" "$TMP/reap.out" \
+    && pass "the next harness removes them, saying so ($(grep removed "$TMP/reap.out")), and leaves this live run's $mine" \
+    || fail "after the next harness (status $rc): $after of the killed run's namespaces left, $mine of this run's; it said: $(head -c 300 "$TMP/reap.out")"
 finish
