@@ -21,6 +21,7 @@
 #include "cdp/ckpt.h"
 #include "cdp/comm.h"
 #include "cdp/data.h"
+#include "cdp/diverge_hint.h"
 #include "cdp/exec.h"
 #include "cdp/model.h"
 #include "cdp/options.h"
@@ -635,10 +636,17 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
     else if (o->checkpoint[0])
         snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not written: no state of this run was "
                  "finite", o->checkpoint);
-    fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; lower --lr "
-            "(now %g)%s%s%s\n", what, bad == 2 ? "nan" : "inf", where, o->lr,
-            o->rule == CDP_RULE_DP ? "" : "; the one-step gradient delay makes ", rule,
-            ckpt);
+    /* a cause the options or the model name outright beats the general
+     * advice: lowering --lr would only delay that divergence */
+    char hint[400];
+    if (cdp_diverge_hint(o, &r->model, hint, sizeof hint))
+        fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; %s%s\n",
+                what, bad == 2 ? "nan" : "inf", where, hint, ckpt);
+    else
+        fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; lower "
+                "--lr (now %g)%s%s%s\n", what, bad == 2 ? "nan" : "inf", where, o->lr,
+                o->rule == CDP_RULE_DP ? "" : "; the one-step gradient delay makes ", rule,
+                ckpt);
 }
 
 /* Rank 0, from the second epoch on: a run whose training or test figures
