@@ -212,6 +212,7 @@ typedef struct run {
     cdp_figures fig;
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
+    char numerics_text[CDP_NUMERICS_TEXT_MAX];   /* the same options, named in checkpoints */
     int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
     /* --checkpoint: the last good state (check_state), what a diverged
      * run writes: P(good_step), P(good_step - 1), the optimizer state, of
@@ -327,9 +328,9 @@ static int read_checkpoint(run *r, char *path, size_t pathlen)
     const cdp_optim_kind kind = (cdp_optim_kind)o->optimizer;
     if (strcmp(o->resume, "latest")) {
         snprintf(path, pathlen, "%s", o->resume);
-        return cdp_checkpoint_read(path, &r->model, r->numerics_hash, kind, &r->k, r->params,
-                                   r->prev_params, r->optim_state, r->err, sizeof r->err)
-                   ? -1 : 0;
+        return cdp_checkpoint_read(path, &r->model, r->numerics_hash, r->numerics_text, kind,
+                                   &r->k, r->params, r->prev_params, r->optim_state, r->err,
+                                   sizeof r->err) ? -1 : 0;
     }
     cdp_checkpoint_file *f;
     size_t nf;
@@ -338,8 +339,9 @@ static int read_checkpoint(run *r, char *path, size_t pathlen)
     int rc = -1;
     for (size_t j = 0; j < nf && rc; j++) {
         snprintf(path, pathlen, "%s", f[j].path);
-        rc = cdp_checkpoint_read(path, &r->model, r->numerics_hash, kind, &r->k, r->params,
-                                 r->prev_params, r->optim_state, r->err, sizeof r->err);
+        rc = cdp_checkpoint_read(path, &r->model, r->numerics_hash, r->numerics_text, kind,
+                                 &r->k, r->params, r->prev_params, r->optim_state, r->err,
+                                 sizeof r->err);
         if (rc == CDP_CKPT_FOREIGN) {
             size_t len = strlen(r->err);
             snprintf(r->err + len, sizeof r->err - len, " (--resume latest: the newest "
@@ -572,6 +574,7 @@ static int phase_prepare(run *r)
     cdp_options numerics = *o;
     numerics.workers = r->N;
     r->numerics_hash = cdp_options_numerics_hash(&numerics);
+    cdp_options_numerics_text(&numerics, r->numerics_text, sizeof r->numerics_text);
     if (o->resume[0]) {
         /* rank 0 reads the checkpoint, every rank takes its stages: the
          * state is per stage, so any framework on any number of ranks
@@ -771,8 +774,8 @@ static int write_checkpoint(run *r, int64_t k)
     char path[sizeof r->ckpt_path];
     cdp_checkpoint_name(o->checkpoint, o->keep_checkpoints, k, path, sizeof path);
     if (r->root) {
-        bad = cdp_checkpoint_write(path, &r->model, k, r->numerics_hash, r->xc.optim.kind,
-                                   r->params, r->prev_params, r->optim_state, r->err,
+        bad = cdp_checkpoint_write(path, &r->model, k, r->numerics_hash, r->numerics_text,
+                                   r->xc.optim.kind, r->params, r->prev_params, r->optim_state, r->err,
                                    sizeof r->err);
         if (!bad && !o->quiet)
             printf("checkpoint %s written at step %lld\n", path, (long long)k);
