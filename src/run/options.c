@@ -204,8 +204,12 @@ static int parse_real(const char *opt, const char *s, double lo, double hi, doub
 
 static int copy_str(const char *opt, const char *s, char *dst, size_t n, char *err, size_t errlen)
 {
-    if (strlen(s) >= n || !*s) {
-        snprintf(err, errlen, "%s: value is empty or too long", opt);
+    if (!*s) {
+        snprintf(err, errlen, "%s: value is empty", opt);
+        return -1;
+    }
+    if (strlen(s) >= n) {
+        snprintf(err, errlen, "%s: value of %zu characters, at most %zu", opt, strlen(s), n - 1);
         return -1;
     }
     memcpy(dst, s, strlen(s) + 1);
