@@ -10,6 +10,16 @@ wide=$(echo "$out" | awk 'length($0) > 100')
 [ -z "$wide" ] && pass "no line wider than 100 columns" || fail "lines wider than 100 columns: $wide"
 out=$(run 2 $base 2>&1) || fail "2-rank run: $out"
 echo "$out" | grep -q "^summary: .*, 2 ranks, " && pass "summary: 2 ranks" || fail "summary: $(echo "$out" | grep summary)"
+# --quiet prints what README and --help say: one line, accuracy and step time
+out=$(run 2 $base --quiet 2>/dev/null) || fail "--quiet run: $out"
+[ "$(echo "$out" | grep -c .)" -eq 1 ] && echo "$out" | grep -qE '^test_accuracy [0-9.]+ step_time_s [0-9.]+$' \
+    && pass "--quiet: one line: $out" || fail "--quiet printed: $out"
+out=$(run 1 $base --quiet --eval-every 0 2>/dev/null)
+[ "$out" != "${out#test_accuracy none step_time_s }" ] && pass "--quiet without evaluation: $out" \
+    || fail "--quiet --eval-every 0 printed: $out"
+"$CDP" --help | grep -A1 -- '^  --quiet' | grep -q 'test_accuracy A' && grep -q -- '--quiet .*"test_accuracy A step_time_s T"' \
+    "${top_srcdir:-$top_builddir}/README" && pass "--help and README describe --quiet's line" \
+    || fail "--quiet's line described in neither --help nor README: $("$CDP" --help | grep -A1 -- '^  --quiet')"
 out=$(OMP_NUM_THREADS=1 run 1 $base 2>&1)
 echo "$out" | grep -q "1 rank x 1 thread (OMP_NUM_THREADS)" && pass "OMP_NUM_THREADS=1 is used and named" \
     || fail "OMP_NUM_THREADS=1: $(echo "$out" | sed -n 2p)"
