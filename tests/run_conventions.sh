@@ -8,6 +8,10 @@ out=$(run 1 $base 2>&1) || fail "default run: $out"
 echo "$out" | grep -q "^summary: .*, 1 rank, " && pass "summary: 1 rank" || fail "summary: $(echo "$out" | grep summary)"
 wide=$(echo "$out" | awk 'length($0) > 100')
 [ -z "$wide" ] && pass "no line wider than 100 columns" || fail "lines wider than 100 columns: $wide"
+# the evaluation is announced, and an epoch the run ends inside says so
+echo "$out" | grep -A1 "^evaluating on 2048 test samples$" | grep -q "^epoch 1/1 (2 of 64 steps) lr " \
+    && pass "evaluation announced, part of an epoch said: $(echo "$out" | grep '^epoch')" \
+    || fail "no evaluation line, or an epoch line without its part: $(echo "$out" | grep -v '^ ')"
 out=$(run 2 $base 2>&1) || fail "2-rank run: $out"
 echo "$out" | grep -q "^summary: .*, 2 ranks, " && pass "summary: 2 ranks" || fail "summary: $(echo "$out" | grep summary)"
 # --quiet prints what README and --help say: one line, accuracy and step time

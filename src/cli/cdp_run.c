@@ -983,8 +983,19 @@ static int phase_train(run *r)
         if (r->root) {
             cdp_epoch_line line = { e + 1, k, cdp_optim_lr(&r->xc.optim, k - 1), sum[0] / sum[2],
                                     sum[1] / sum[2], -1, -1,
-                                    (double)ep_steps * r->N * o->batch / ep_time, ep_time };
+                                    (double)ep_steps * r->N * o->batch / ep_time, ep_time,
+                                    k - (int64_t)e * r->spe, r->spe };
             r->samples_s = (double)r->fig.steps * r->N * o->batch / r->fig.train_time_s;
+            if (eval && !o->quiet) {
+                /* a large test set takes a while (as long as a short run's
+                 * training): said before, not a silent wait */
+                if (r->progress_shown) {
+                    printf("\r\033[K");
+                    r->progress_shown = 0;
+                }
+                printf("evaluating on %lld test samples\n", (long long)r->data.test.n);
+                fflush(stdout);
+            }
             if (eval) {
                 if (evaluate(r->be, &r->model, r->params, &r->data.test, &line.test_loss,
                              &line.test_accuracy))
