@@ -24,6 +24,12 @@ out=$(run 1 $base --quiet --eval-every 0 2>/dev/null)
 "$CDP" --help | grep -A1 -- '^  --quiet' | grep -q 'test_accuracy A' && grep -q -- '--quiet .*"test_accuracy A step_time_s T"' \
     "${top_srcdir:-$top_builddir}/README" && pass "--help and README describe --quiet's line" \
     || fail "--quiet's line described in neither --help nor README: $("$CDP" --help | grep -A1 -- '^  --quiet')"
+# an OMP_NUM_THREADS that libgomp rejects: its warning once (not again from
+# the program re-executed at start), and cdp's line saying what it means
+out=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=0 "$CDP" $base --quiet 2>&1 >/dev/null)
+[ "$(echo "$out" | grep -c 'libgomp: Invalid value')" -le 1 ] &&
+    [ "$(echo "$out" | grep -c '^cdp_run: warning: OMP_NUM_THREADS=0 is not a thread count (a positive integer): ignored, [0-9]* threads\? per rank')" -eq 1 ] \
+    && pass "OMP_NUM_THREADS=0: one warning of libgomp's, one of cdp's" || fail "OMP_NUM_THREADS=0: $out"
 out=$(OMP_NUM_THREADS=1 run 1 $base 2>&1)
 echo "$out" | grep -q "1 rank x 1 thread (OMP_NUM_THREADS)" && pass "OMP_NUM_THREADS=1 is used and named" \
     || fail "OMP_NUM_THREADS=1: $(echo "$out" | sed -n 2p)"

@@ -450,6 +450,11 @@ static int phase_prepare(run *r)
 
     const char *why = "--threads";
     r->threads = o->threads ? o->threads : default_threads(&why);
+    const char *omp = cdp_cpu_rejected_omp_threads();
+    if (omp && r->root)   /* after libgomp's own terse warning, what it means here */
+        fprintf(stderr, "cdp_run: warning: OMP_NUM_THREADS=%.40s is not a thread count (a "
+                "positive integer): ignored, %d thread%s per rank (%s)\n", omp, r->threads,
+                r->threads == 1 ? "" : "s", why);
     if (!strcmp(o->backend, "cuda")) {
         r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
     } else {
