@@ -10,8 +10,22 @@ variants, or a ViT (vit-tiny, vit-b16, vit-b32, vit-l16,
 vit:patch=P,dim=D,depth=K,heads=H,mlp=M).  torchvision has no resnet20/32/56:
 tests/torch_model_reference.py --evaluate builds those with the same names.
 The only change made to torchvision's module is its first layer, to take
-the data's channels (and, for -cifar, the paper's small-image stem)."""
+the data's channels (and, for -cifar, the paper's small-image stem).  An
+MLP (mlp:...) is not torchvision's: examples/load_weights.py loads it."""
 import struct, sys
+
+MLP_HINT = "an MLP's weights load with examples/load_weights.py (plain torch, no torchvision)"
+
+
+def die(msg):
+    print(f"load_torchvision.py: error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+# before torch is imported: the right script named even where it is missing
+if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[2].startswith("mlp:"):
+    die(f"{sys.argv[2]}: torchvision has no MLP; {MLP_HINT}")
+
 import numpy as np
 import torch
 import torchvision
@@ -20,12 +34,9 @@ from cdp_files import VIT_PRESETS, idx_read, st_read, vit_spec
 RESNETS = ("resnet18", "resnet34", "resnet50")
 
 
-def die(msg):
-    print(f"load_torchvision.py: error: {msg}", file=sys.stderr)
-    sys.exit(1)
-
-
 def build(name, sd, image_size):
+    if "fc0.weight" in sd:
+        die(f"the file holds an MLP's tensors (fc0.weight), not {name}'s; {MLP_HINT}")
     try:
         vit = vit_spec(name)
     except ValueError as e:

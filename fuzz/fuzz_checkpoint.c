@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int k = 0; k < 2; k++) {
             int64_t step = -1;
             err[0] = '\0';
-            int rc = cdp_checkpoint_read(path, &model, hashes[h], kinds[k], &step, cur, prev,
+            int rc = cdp_checkpoint_read(path, &model, hashes[h], NULL, kinds[k], &step, cur, prev,
                                          state, err, sizeof err);
             fuzz_check_err(rc, err);
             if (rc == 0 && step < 0)

@@ -47,4 +47,17 @@ done
 [ -z "$missing" ] && pass "every environment variable read is in doc/reference.md section 9" \
     || fail "environment variables missing from doc/reference.md section 9:$missing"
 
+# the MLP's loader is where README tells of weight files, and the
+# torchvision loader, which cannot take an MLP, sends the user to it (its
+# refusal comes before torch is imported: checked without torch too)
+grep -q "examples/load_weights.py" "$src/README" && pass "README names examples/load_weights.py" \
+    || fail "README does not name examples/load_weights.py"
+if command -v python3 >/dev/null 2>&1; then
+    out=$(python3 "$src/examples/load_torchvision.py" "$TMP/w.st" mlp:784-16-10 2>&1)
+    rc=$?
+    [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c .)" -eq 1 ] && echo "$out" | grep -q "examples/load_weights.py" \
+        && pass "load_torchvision.py refuses an MLP naming load_weights.py: $out" \
+        || fail "load_torchvision.py with an MLP: exit $rc: $out"
+fi
+
 finish

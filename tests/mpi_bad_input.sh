@@ -21,6 +21,11 @@ for np in 1 3; do
     one_error $np "--flush-denormals sets the CPU's" --data synthetic --backend cuda --flush-denormals
 done
 one_error 3 "fewer than the 3 ranks" --data synthetic --workers 2
+# over the layer limit: the count and the limit, not the spec cut short
+# mid-width; a spec past the option's length: its length and the limit
+many="mlp:784$(for i in $(seq 70); do printf -- '-16'; done)-10"
+one_error 1 "--model: mlp: with 71 layers (72 widths), at most 64 layers$" --model "$many" --data synthetic
+one_error 1 "--model: value of 277 characters, at most 255$" --model "$many-10-10-10-10-10-10-10-10-10-10-10-10-10-10-10-10-10-10-10" --data synthetic
 # a value missing at the end of the line names the option (no control byte)
 mkdir -p "$TMP/fifo" "$TMP/root/fashion-mnist"
 mkfifo "$TMP/fifo/train-images-idx3-ubyte.gz"

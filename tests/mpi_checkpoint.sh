@@ -142,10 +142,15 @@ for sig in TERM INT; do
 done
 
 # refusals
-out=$(run 2 $common --rule cdp-v2 --lr 0.1 --steps 150 --resume "$TMP/c.st" 2>&1) \
+# the line names the options that differ, the checkpoint's value and ours
+out=$(run 2 $common --rule dp --lr 0.1 --steps 150 --resume "$TMP/c.st" 2>&1) \
     && fail "a checkpoint resumed under another --lr" \
-    || { echo "$out" | grep -q "other --model" && pass "other options refused: $(echo "$out" | grep error)" \
-         || fail "other options: $out"; }
+    || { echo "$out" | grep -q "c.st: written by a run with --lr 0.05 (this run: 0.1); resume with the options" \
+         && pass "other options refused: $(echo "$out" | grep error)" || fail "other options: $out"; }
+out=$(run 1 $common --rule cdp-v1 --batch 16 --no-shuffle --steps 150 --resume "$TMP/c.st" 2>&1) \
+    && fail "a checkpoint resumed under another --batch" \
+    || { echo "$out" | grep -q "written by a run with --batch 8 (this run: 16), --rule dp (this run: cdp-v1), --no-shuffle off (this run: on); resume" \
+         && pass "other options refused: $(echo "$out" | grep error)" || fail "other options: $out"; }
 head -c 300 "$TMP/c.st" > "$TMP/cut.st"
 out=$(run 2 $common --rule dp --steps 150 --resume "$TMP/cut.st" 2>&1) \
     && fail "a truncated checkpoint was accepted" \

@@ -184,6 +184,31 @@ PY
     done
 fi
 
+# A divergence with a cause more specific than the learning rate names that
+# cause instead of "lower --lr": AdamW with --eps 0 (0/0 for a weight with
+# no gradient yet), and a BatchNorm normalizing each channel over 2 values
+# (resnet50 on 8x8 images: 1x1 maps from layer2 on, --batch 2)
+hint() {  # np want args...
+    local np=$1 want=$2 out rc line
+    shift 2
+    out=$(timeout 120 "$MPIRUN" --oversubscribe -np "$np" "$CDP" --eval-every 0 --quiet "$@" 2>&1 >/dev/null)
+    rc=$?
+    line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
+    if [ $rc -ne 3 ] || [ "$(printf '%s\n' "$line" | grep -c .)" -ne 1 ]; then
+        fail "hint np=$np $*: exit $rc: $out"
+    elif printf '%s\n' "$line" | grep -q -- "lower --lr" || ! printf '%s\n' "$line" | grep -q -- "$want"; then
+        fail "hint np=$np $*: does not say '$want' alone: $line"
+    else
+        pass "hint np=$np $*: $line"
+    fi
+}
+for np in 1 2; do
+    hint $np "the run diverged; likely cause: --eps 0 .*give --eps a positive value" \
+        --data synthetic --optimizer adamw --eps 0 --steps 50
+done
+hint 1 "the run diverged; likely cause: BatchNorm layer2.0.bn2 normalizes each channel over 2 values (--batch 2 x its 1x1 map)" \
+    --model resnet50 --data synthetic:1x8x8 --batch 2 --steps 3
+
 # A run that collapses to chance with a finite loss (cdp-v1/cdp-v2 on easy
 # synthetic data at lr 0.03 and momentum 0.9, where dp reaches 100%) gets one
 # warning naming the rule's delay and what to lower; dp, and cdp-v1 at lr

@@ -8,8 +8,28 @@ out=$(run 1 $base 2>&1) || fail "default run: $out"
 echo "$out" | grep -q "^summary: .*, 1 rank, " && pass "summary: 1 rank" || fail "summary: $(echo "$out" | grep summary)"
 wide=$(echo "$out" | awk 'length($0) > 100')
 [ -z "$wide" ] && pass "no line wider than 100 columns" || fail "lines wider than 100 columns: $wide"
+# the evaluation is announced, and an epoch the run ends inside says so
+echo "$out" | grep -A1 "^evaluating on 2048 test samples$" | grep -q "^epoch 1/1 (2 of 64 steps) lr " \
+    && pass "evaluation announced, part of an epoch said: $(echo "$out" | grep '^epoch')" \
+    || fail "no evaluation line, or an epoch line without its part: $(echo "$out" | grep -v '^ ')"
 out=$(run 2 $base 2>&1) || fail "2-rank run: $out"
 echo "$out" | grep -q "^summary: .*, 2 ranks, " && pass "summary: 2 ranks" || fail "summary: $(echo "$out" | grep summary)"
+# --quiet prints what README and --help say: one line, accuracy and step time
+out=$(run 2 $base --quiet 2>/dev/null) || fail "--quiet run: $out"
+[ "$(echo "$out" | grep -c .)" -eq 1 ] && echo "$out" | grep -qE '^test_accuracy [0-9.]+ step_time_s [0-9.]+$' \
+    && pass "--quiet: one line: $out" || fail "--quiet printed: $out"
+out=$(run 1 $base --quiet --eval-every 0 2>/dev/null)
+[ "$out" != "${out#test_accuracy none step_time_s }" ] && pass "--quiet without evaluation: $out" \
+    || fail "--quiet --eval-every 0 printed: $out"
+"$CDP" --help | grep -A1 -- '^  --quiet' | grep -q 'test_accuracy A' && grep -q -- '--quiet .*"test_accuracy A step_time_s T"' \
+    "${top_srcdir:-$top_builddir}/README" && pass "--help and README describe --quiet's line" \
+    || fail "--quiet's line described in neither --help nor README: $("$CDP" --help | grep -A1 -- '^  --quiet')"
+# an OMP_NUM_THREADS that libgomp rejects: its warning once (not again from
+# the program re-executed at start), and cdp's line saying what it means
+out=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=0 "$CDP" $base --quiet 2>&1 >/dev/null)
+[ "$(echo "$out" | grep -c 'libgomp: Invalid value')" -le 1 ] &&
+    [ "$(echo "$out" | grep -c '^cdp_run: warning: OMP_NUM_THREADS=0 is not a thread count (a positive integer): ignored, [0-9]* threads\? per rank')" -eq 1 ] \
+    && pass "OMP_NUM_THREADS=0: one warning of libgomp's, one of cdp's" || fail "OMP_NUM_THREADS=0: $out"
 out=$(OMP_NUM_THREADS=1 run 1 $base 2>&1)
 echo "$out" | grep -q "1 rank x 1 thread (OMP_NUM_THREADS)" && pass "OMP_NUM_THREADS=1 is used and named" \
     || fail "OMP_NUM_THREADS=1: $(echo "$out" | sed -n 2p)"

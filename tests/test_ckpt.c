@@ -485,7 +485,7 @@ static void write_ckpt(const char *path, const cdp_model *m, float *p, float *pr
         prev[i] = p[i] / 2;
         mom[i] = -p[i];
     }
-    ck_assert_msg(cdp_checkpoint_write(path, m, 5, 77, CDP_OPTIM_SGD, p, prev, mom, err, sizeof err) == 0, "%s",
+    ck_assert_msg(cdp_checkpoint_write(path, m, 5, 77, NULL, CDP_OPTIM_SGD, p, prev, mom, err, sizeof err) == 0, "%s",
                   err);
 }
 
@@ -495,7 +495,7 @@ static void expect_ckpt_refusal(const char *path, const cdp_model *m, const char
     float a[39], b[39], c[39];
     int64_t step = -7;
     char err[512] = "";
-    int rc = cdp_checkpoint_read(path, m, 77, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err);
+    int rc = cdp_checkpoint_read(path, m, 77, NULL, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err);
     ck_assert_msg(rc == -1 || rc == CDP_CKPT_FOREIGN, "checkpoint %s was resumed (step %lld), "
                   "expected \"%s\"", path,
                   (long long)step, want);
@@ -513,17 +513,17 @@ START_TEST(test_checkpoint_round_trip)
     path_of(path, sizeof path, "ckpt.safetensors");
     write_ckpt(path, &m, p, prev, mom);
     int64_t step = -1;
-    ck_assert_msg(cdp_checkpoint_read(path, &m, 77, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err) == 0, "%s",
+    ck_assert_msg(cdp_checkpoint_read(path, &m, 77, NULL, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err) == 0, "%s",
                   err);
     ck_assert_int_eq(step, 5);
     ck_assert(!memcmp(a, p, sizeof p) && !memcmp(b, prev, sizeof p) && !memcmp(c, mom, sizeof p));
     /* other options */
-    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 78, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err),
+    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 78, NULL, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err),
                      CDP_CKPT_FOREIGN);
     ck_assert_ptr_nonnull(strstr(err, "other --model"));
     /* another optimizer's: another run's too */
     float d[78];
-    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 77, CDP_OPTIM_ADAMW, &step, a, b, d, err, sizeof err),
+    ck_assert_int_eq(cdp_checkpoint_read(path, &m, 77, NULL, CDP_OPTIM_ADAMW, &step, a, b, d, err, sizeof err),
                      CDP_CKPT_FOREIGN);
     ck_assert_ptr_nonnull(strstr(err, "written by an --optimizer sgd run"));
     unlink(path);
@@ -627,7 +627,7 @@ START_TEST(test_checkpoint_refusals)
     craft_ckpt(path, &m, p, prev, mom, 5, "2", "5", NULL);
     ck_assert_uint_eq(file_bytes(path, y, sizeof y), nx);
     ck_assert(memcmp(x, y, nx) == 0);
-    ck_assert_msg(cdp_checkpoint_read(path, &m, 77, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err) == 0, "%s",
+    ck_assert_msg(cdp_checkpoint_read(path, &m, 77, NULL, CDP_OPTIM_SGD, &step, a, b, c, err, sizeof err) == 0, "%s",
                   err);
 
     /* the step tensor and the metadata disagree (checksum right) */

@@ -94,6 +94,10 @@ int cdp_cpu_flush_denormals(char *err, size_t errlen);
  * OPENBLAS_CORETYPE set when the library misdetected it) and that the
  * OpenMP and BLAS thread pools do not fight.  May not return (execv). */
 void cdp_backend_cpu_preinit(int argc, char **argv);
+/* The user's OMP_NUM_THREADS when OpenMP rejects it (0, a word: libgomp
+ * then warns and ignores it), else NULL.  cdp_backend_cpu_preinit takes it
+ * out of the environment it re-executes with, so that libgomp warns once. */
+const char *cdp_cpu_rejected_omp_threads(void);
 
 /* Name of the kernel the BLAS library runs (openblas_get_corename(), e.g.
  * "SkylakeX", "Haswell", "Prescott"), for the banner. */

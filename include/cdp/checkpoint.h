@@ -16,10 +16,12 @@
 #include "cdp/model.h"
 #include "cdp/optim.h"
 
-/* state: cdp_optim_state_buffers() arrays of nparams floats, one after the
+/* options: cdp_options_numerics_text of the run (NULL: none kept, none
+ * compared), so that a checkpoint of other options names the ones that
+ * differ.  state: cdp_optim_state_buffers() arrays of nparams floats, one after the
  * other (cdp_exec_get_optim_state). */
 int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uint64_t numerics,
-                         cdp_optim_kind kind, const float *cur, const float *prev,
+                         const char *options, cdp_optim_kind kind, const float *cur, const float *prev,
                          const float *state, char *err, size_t errlen);
 /* 0, or with one line in err naming the file: CDP_CKPT_FOREIGN (-2) for a
  * sound checkpoint of another run (another optimizer, other options: the
@@ -28,7 +30,7 @@ int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uin
  * match the data, a step tensor that disagrees with the step metadata). */
 #define CDP_CKPT_FOREIGN (-2)
 int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
-                        cdp_optim_kind kind, int64_t *step, float *cur, float *prev,
+                        const char *options, cdp_optim_kind kind, int64_t *step, float *cur, float *prev,
                         float *state, char *err, size_t errlen);
 
 /* Checkpoint files.  With --keep-checkpoints M = 1 (keep <= 1) the

@@ -84,5 +84,9 @@ int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen
 uint64_t cdp_options_hash(const cdp_options *o);
 /* A hash of the options that fix the numerics (checkpoints must match). */
 uint64_t cdp_options_numerics_hash(const cdp_options *o);
+#define CDP_NUMERICS_TEXT_MAX 2048
+/* The options cdp_options_numerics_hash covers, as text (" --NAME=VALUE"
+ * entries), for a checkpoint's metadata. */
+void cdp_options_numerics_text(const cdp_options *o, char *buf, size_t len);
 
 #endif

@@ -40,6 +40,9 @@ typedef struct cdp_epoch_line {
     double test_loss, test_accuracy;   /* < 0 when not evaluated */
     double samples_per_s;
     double time_s;
+    /* the text line only: the epoch's steps trained by its end, of the
+     * steps an epoch has (fewer: a run that stops inside the epoch) */
+    int64_t epoch_steps, steps_per_epoch;
 } cdp_epoch_line;
 
 void cdp_report_epoch_text(FILE *f, const cdp_epoch_line *e, int epochs);

@@ -21,6 +21,7 @@
 #include "cdp/ckpt.h"
 #include "cdp/comm.h"
 #include "cdp/data.h"
+#include "cdp/diverge_hint.h"
 #include "cdp/exec.h"
 #include "cdp/model.h"
 #include "cdp/options.h"
@@ -211,6 +212,7 @@ typedef struct run {
     cdp_figures fig;
     double test_loss, test_acc, samples_s;
     uint64_t numerics_hash;
+    char numerics_text[CDP_NUMERICS_TEXT_MAX];   /* the same options, named in checkpoints */
     int64_t ckpt_step;   /* step of the last checkpoint written by this run, -1: none */
     /* --checkpoint: the last good state (check_state), what a diverged
      * run writes: P(good_step), P(good_step - 1), the optimizer state, of
@@ -328,9 +330,9 @@ static int read_checkpoint(run *r, char *path, size_t pathlen)
     const cdp_optim_kind kind = (cdp_optim_kind)o->optimizer;
     if (strcmp(o->resume, "latest")) {
         snprintf(path, pathlen, "%s", o->resume);
-        return cdp_checkpoint_read(path, &r->model, r->numerics_hash, kind, &r->k, r->params,
-                                   r->prev_params, r->optim_state, r->err, sizeof r->err)
-                   ? -1 : 0;
+        return cdp_checkpoint_read(path, &r->model, r->numerics_hash, r->numerics_text, kind,
+                                   &r->k, r->params, r->prev_params, r->optim_state, r->err,
+                                   sizeof r->err) ? -1 : 0;
     }
     /* a writer killed outright (SIGKILL, a lost host) left its temporary
      * file, as large as a checkpoint: the run that takes over removes it
@@ -346,8 +348,9 @@ static int read_checkpoint(run *r, char *path, size_t pathlen)
     int rc = -1;
     for (size_t j = 0; j < nf && rc; j++) {
         snprintf(path, pathlen, "%s", f[j].path);
-        rc = cdp_checkpoint_read(path, &r->model, r->numerics_hash, kind, &r->k, r->params,
-                                 r->prev_params, r->optim_state, r->err, sizeof r->err);
+        rc = cdp_checkpoint_read(path, &r->model, r->numerics_hash, r->numerics_text, kind,
+                                 &r->k, r->params, r->prev_params, r->optim_state, r->err,
+                                 sizeof r->err);
         if (rc == CDP_CKPT_FOREIGN) {
             size_t len = strlen(r->err);
             snprintf(r->err + len, sizeof r->err - len, " (--resume latest: the newest "
@@ -456,6 +459,11 @@ static int phase_prepare(run *r)
 
     const char *why = "--threads";
     r->threads = o->threads ? o->threads : default_threads(&why);
+    const char *omp = cdp_cpu_rejected_omp_threads();
+    if (omp && r->root)   /* after libgomp's own terse warning, what it means here */
+        fprintf(stderr, "cdp_run: warning: OMP_NUM_THREADS=%.40s is not a thread count (a "
+                "positive integer): ignored, %d thread%s per rank (%s)\n", omp, r->threads,
+                r->threads == 1 ? "" : "s", why);
     if (!strcmp(o->backend, "cuda")) {
         r->be = cdp_backend_cuda(comm.local_rank, r->err, sizeof r->err);
     } else {
@@ -583,6 +591,7 @@ static int phase_prepare(run *r)
     cdp_options numerics = *o;
     numerics.workers = r->N;
     r->numerics_hash = cdp_options_numerics_hash(&numerics);
+    cdp_options_numerics_text(&numerics, r->numerics_text, sizeof r->numerics_text);
     if (o->resume[0]) {
         /* rank 0 reads the checkpoint, every rank takes its stages: the
          * state is per stage, so any framework on any number of ranks
@@ -647,10 +656,17 @@ static void report_divergence(const run *r, const char *what, int bad, int64_t k
     else if (o->checkpoint[0])
         snprintf(ckpt, sizeof ckpt, "; checkpoint %.1000s not written: no state of this run was "
                  "finite", o->checkpoint);
-    fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; lower --lr "
-            "(now %g)%s%s%s\n", what, bad == 2 ? "nan" : "inf", where, o->lr,
-            o->rule == CDP_RULE_DP ? "" : "; the one-step gradient delay makes ", rule,
-            ckpt);
+    /* a cause the options or the model name outright beats the general
+     * advice: lowering --lr would only delay that divergence */
+    char hint[400];
+    if (cdp_diverge_hint(o, &r->model, hint, sizeof hint))
+        fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; %s%s\n",
+                what, bad == 2 ? "nan" : "inf", where, hint, ckpt);
+    else
+        fprintf(stderr, "cdp_run: error: the %s is not finite (%s) %s: the run diverged; lower "
+                "--lr (now %g)%s%s%s\n", what, bad == 2 ? "nan" : "inf", where, o->lr,
+                o->rule == CDP_RULE_DP ? "" : "; the one-step gradient delay makes ", rule,
+                ckpt);
 }
 
 /* Rank 0, from the second epoch on: a run whose training or test figures
@@ -775,8 +791,8 @@ static int write_checkpoint(run *r, int64_t k)
     char path[sizeof r->ckpt_path];
     cdp_checkpoint_name(o->checkpoint, o->keep_checkpoints, k, path, sizeof path);
     if (r->root) {
-        bad = cdp_checkpoint_write(path, &r->model, k, r->numerics_hash, r->xc.optim.kind,
-                                   r->params, r->prev_params, r->optim_state, r->err,
+        bad = cdp_checkpoint_write(path, &r->model, k, r->numerics_hash, r->numerics_text,
+                                   r->xc.optim.kind, r->params, r->prev_params, r->optim_state, r->err,
                                    sizeof r->err);
         if (!bad && !o->quiet)
             printf("checkpoint %s written at step %lld\n", path, (long long)k);
@@ -984,8 +1000,19 @@ static int phase_train(run *r)
         if (r->root) {
             cdp_epoch_line line = { e + 1, k, cdp_optim_lr(&r->xc.optim, k - 1), sum[0] / sum[2],
                                     sum[1] / sum[2], -1, -1,
-                                    (double)ep_steps * r->N * o->batch / ep_time, ep_time };
+                                    (double)ep_steps * r->N * o->batch / ep_time, ep_time,
+                                    k - (int64_t)e * r->spe, r->spe };
             r->samples_s = (double)r->fig.steps * r->N * o->batch / r->fig.train_time_s;
+            if (eval && !o->quiet) {
+                /* a large test set takes a while (as long as a short run's
+                 * training): said before, not a silent wait */
+                if (r->progress_shown) {
+                    printf("\r\033[K");
+                    r->progress_shown = 0;
+                }
+                printf("evaluating on %lld test samples\n", (long long)r->data.test.n);
+                fflush(stdout);
+            }
             if (eval) {
                 if (evaluate(r->be, &r->model, r->params, &r->data.test, &line.test_loss,
                              &line.test_accuracy))

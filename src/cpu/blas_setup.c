@@ -40,6 +40,9 @@
 #include "cpu_internal.h"
 
 #define GUARD "CDP_REEXEC"
+/* the re-executed program's note of an OMP_NUM_THREADS that libgomp rejects
+ * (taken out of its environment) */
+#define REJECTED_OMP "CDP_REEXEC_OMP_NUM_THREADS"
 #define CDP_SPINCOUNT "50000"
 
 int cdp_cpu_affinity_count(void)
@@ -90,6 +93,36 @@ const char *cdp_cpu_blas_version(void)
         v[k] = '\0';
     }
     return v;
+}
+
+/* What libgomp accepts as OMP_NUM_THREADS: positive integers separated by
+ * commas, blanks around each */
+static int omp_threads_valid(const char *v)
+{
+    for (;;) {
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (*v < '0' || *v > '9')
+            return 0;
+        char *end;
+        errno = 0;
+        const unsigned long n = strtoul(v, &end, 10);
+        if (errno || n == 0)
+            return 0;
+        for (v = end; *v == ' ' || *v == '\t'; v++) {}
+        if (*v == '\0')
+            return 1;
+        if (*v++ != ',')
+            return 0;
+    }
+}
+
+const char *cdp_cpu_rejected_omp_threads(void)
+{
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (v && !omp_threads_valid(v))
+        return v;
+    return getenv(GUARD) ? getenv(REJECTED_OMP) : NULL;
 }
 
 const char *cdp_cpu_preinit_note(void)
@@ -206,12 +239,25 @@ void cdp_backend_cpu_preinit(int argc, char **argv)
     if (set_nthr)
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv(GUARD, note, 1);
+    /* libgomp warned of a value it rejects when this process loaded; the
+     * program re-executed without it warns no second time */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    char omp_copy[256] = "";
+    if (omp && !omp_threads_valid(omp)) {
+        snprintf(omp_copy, sizeof omp_copy, "%s", omp);
+        setenv(REJECTED_OMP, omp_copy, 1);
+        unsetenv("OMP_NUM_THREADS");
+    }
     fflush(stdout);
     fflush(stderr);
     execv("/proc/self/exe", argv);
 
     int e = errno;
     unsetenv(GUARD);
+    if (omp_copy[0]) {
+        setenv("OMP_NUM_THREADS", omp_copy, 1);
+        unsetenv(REJECTED_OMP);
+    }
     if (set_core)
         unsetenv("OPENBLAS_CORETYPE");
     if (set_wait)

@@ -7,12 +7,16 @@
  *   step            the step, in decimal (the step tensor's value)
  *   data_crc32c     8 hex digits: CRC-32C (cdp_crc32c) of the whole data
  *                   section, every byte after the header
- *   optimizer       "adamw" (absent: SGD, so that an SGD checkpoint is the
- *                   file cdp wrote before AdamW, byte for byte)
+ *   optimizer       "adamw" (absent: SGD, as in the files cdp wrote before
+ *                   AdamW)
+ *   options         the options that numerics hashes, as text
+ *                   (cdp_options_numerics_text): a refused --resume names
+ *                   those that differ (absent from earlier files)
  * Version 1 (cdp before the checksum) had no data_crc32c; it is refused. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +45,7 @@ static int tensors(cdp_st_tensor t[5], const cdp_model *m, cdp_optim_kind kind, 
 }
 
 int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uint64_t numerics,
-                         cdp_optim_kind kind, const float *cur, const float *prev,
+                         const char *options, cdp_optim_kind kind, const float *cur, const float *prev,
                          const float *state, char *err, size_t errlen)
 {
     cdp_st_tensor t[5];
@@ -55,12 +59,80 @@ int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uin
     snprintf(st, sizeof st, "%" PRId64, step);
     snprintf(crc, sizeof crc, "%08" PRIx32, cdp_st_tensors_crc32c(t, nt));
     const char *meta[] = { "cdp_checkpoint", CKPT_VERSION, "numerics", hash, "step", st,
-                           "data_crc32c", crc, NULL, NULL, NULL };
+                           "data_crc32c", crc, NULL, NULL, NULL, NULL, NULL };
+    int nm = 8;
     if (kind != CDP_OPTIM_SGD) {
-        meta[8] = "optimizer";
-        meta[9] = cdp_optim_name(kind);
+        meta[nm++] = "optimizer";
+        meta[nm++] = cdp_optim_name(kind);
+    }
+    if (options) {
+        meta[nm++] = "options";
+        meta[nm++] = options;
     }
     return cdp_st_write(path, t, nt, meta, err, errlen);
+}
+
+/* Appends to buf[*at..len), keeping *at past what was written. */
+static void append(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *at += (size_t)n;
+}
+
+/* The value of the entry NAME=VALUE in text (its length in *n), or NULL. */
+static const char *value_of(const char *text, const char *name, size_t name_n, size_t *n)
+{
+    for (const char *p = text; *p;) {
+        p += strspn(p, " ");
+        const size_t entry = strcspn(p, " ");
+        if (entry > name_n && p[name_n] == '=' && !memcmp(p, name, name_n)) {
+            *n = entry - name_n - 1;
+            return p + name_n + 1;
+        }
+        p += entry;
+    }
+    return NULL;
+}
+
+/* The entries in which two such texts differ, written into out as "--NAME
+ * THEIRS (this run: OURS), ..."; returns how many. */
+static int numerics_diff(const char *theirs, const char *ours, char *out, size_t len)
+{
+    size_t at = 0;
+    int count = 0;
+    out[0] = '\0';
+    /* every entry of ours, then those of theirs that ours lacks (another
+     * optimizer's, a cosine schedule's) */
+    for (int side = 0; side < 2; side++) {
+        const char *text = side ? theirs : ours, *other = side ? ours : theirs;
+        for (const char *p = text; *p;) {
+            p += strspn(p, " ");
+            const size_t entry = strcspn(p, " "), name_n = strcspn(p, "=");
+            if (!entry)
+                break;
+            if (name_n < entry) {
+                size_t vn = entry - name_n - 1, on = 0;
+                const char *v = p + name_n + 1;
+                const char *ov = value_of(other, p, name_n, &on);
+                if (side == 0 ? !ov || on != vn || memcmp(ov, v, vn) : !ov) {
+                    const char *tv = side ? v : ov, *uv = side ? ov : v;
+                    const int tn = side ? (int)vn : (int)on, un = side ? (int)on : (int)vn;
+                    append(out, len, &at, "%s%.*s %.*s (this run: %.*s)", count ? ", " : "",
+                        (int)name_n, p, tv ? tn : 5, tv ? tv : "unset", uv ? un : 5,
+                        uv ? uv : "unset");
+                    count++;
+                }
+            }
+            p += entry;
+        }
+    }
+    return count;
 }
 
 /* s as a whole decimal int64 ("-0", "+1", " 1", "01" are not the writer's) */
@@ -77,7 +149,7 @@ static int parse_step(const char *s, int64_t *out)
 }
 
 int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
-                        cdp_optim_kind kind, int64_t *step, float *cur, float *prev,
+                        const char *options, cdp_optim_kind kind, int64_t *step, float *cur, float *prev,
                         float *state, char *err, size_t errlen)
 {
     char v[64], want[32];
@@ -110,6 +182,13 @@ int cdp_checkpoint_read(const char *path, const cdp_model *m, uint64_t numerics,
     }
     snprintf(want, sizeof want, "%016" PRIx64, numerics);
     if (cdp_st_read_meta(path, "numerics", v, sizeof v, err, errlen) || strcmp(v, want)) {
+        char theirs[4096], diff[4096];
+        if (options && cdp_st_read_meta(path, "options", theirs, sizeof theirs, err, errlen) == 0 &&
+            numerics_diff(theirs, options, diff, sizeof diff) > 0) {
+            snprintf(err, errlen, "%s: written by a run with %s; resume with the options of the "
+                     "run that wrote it", path, diff);
+            return CDP_CKPT_FOREIGN;
+        }
         snprintf(err, errlen, "%s: written with other --model/--stages/--workers/--batch/--rule/"
                  "optimizer/schedule/--seed/data/--flush-denormals options; resume with the options "
                  "of the run that wrote it", path);

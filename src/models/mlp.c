@@ -32,8 +32,13 @@ static int build(mb *b, const char *spec, int *default_stages)
             return -1;
         }
         if (nd > CDP_MAX_LAYERS) {
-            snprintf(b->err, b->errlen, "--model: too many layers in '%.200s' (at most %d)",
-                     spec, CDP_MAX_LAYERS);
+            /* the count, not the spec: a long spec cut short would show a
+             * width that was never given */
+            int widths = 1;
+            for (const char *q = spec + 4; *q; q++)
+                widths += *q == '-';
+            snprintf(b->err, b->errlen, "--model: mlp: with %d layers (%d widths), at most %d "
+                     "layers", widths - 1, widths, CDP_MAX_LAYERS);
             return -1;
         }
         dims[nd++] = (int)v;

@@ -158,7 +158,8 @@ void cdp_options_help(FILE *f)
 "                         \"layer_times\" lines in --metrics; the same bits, a slower step\n"
 "  --eval-every E         test-set evaluation every E epochs and at the end;\n"
 "                         0: never                               [1]\n"
-"  --quiet                only errors and the final summary\n"
+"  --quiet                only errors and, at the end, one line \"test_accuracy A\n"
+"                         step_time_s T\" (A: none without an evaluation)\n"
 "  --timeout S            watchdog, per wait: a rank whose wait in training for one\n"
 "                         message or collective lasts S seconds asks the rank(s) it\n"
 "                         waits on if they are alive; no answer within 2 s stops\n"
@@ -225,8 +226,12 @@ static int parse_real(const char *opt, const char *s, double lo, double hi, doub
 
 static int copy_str(const char *opt, const char *s, char *dst, size_t n, char *err, size_t errlen)
 {
-    if (strlen(s) >= n || !*s) {
-        snprintf(err, errlen, "%s: value is empty or too long", opt);
+    if (!*s) {
+        snprintf(err, errlen, "%s: value is empty", opt);
+        return -1;
+    }
+    if (strlen(s) >= n) {
+        snprintf(err, errlen, "%s: value of %zu characters, at most %zu", opt, strlen(s), n - 1);
         return -1;
     }
     memcpy(dst, s, strlen(s) + 1);

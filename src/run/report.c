@@ -59,8 +59,14 @@ void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x)
 void cdp_report_epoch_text(FILE *f, const cdp_epoch_line *e, int epochs)
 {
     /* under 100 columns: train and test as loss/accuracy pairs */
-    fprintf(f, "epoch %3d/%d step %7lld lr %.4g  train %.4f/%.2f%%", e->epoch, epochs,
-            (long long)e->step, e->lr, e->train_loss, 100.0 * e->train_accuracy);
+    if (e->epoch_steps > 0 && e->epoch_steps < e->steps_per_epoch)
+        /* a part of the epoch: said so, in place of the step (which follows
+         * from it) to stay under 100 columns */
+        fprintf(f, "epoch %d/%d (%lld of %lld steps)", e->epoch, epochs,
+                (long long)e->epoch_steps, (long long)e->steps_per_epoch);
+    else
+        fprintf(f, "epoch %3d/%d step %7lld", e->epoch, epochs, (long long)e->step);
+    fprintf(f, " lr %.4g  train %.4f/%.2f%%", e->lr, e->train_loss, 100.0 * e->train_accuracy);
     if (e->test_accuracy >= 0)
         fprintf(f, "  test %.4f/%.2f%%", e->test_loss, 100.0 * e->test_accuracy);
     fprintf(f, "  %.0f samples/s %.1f s\n", e->samples_per_s, e->time_s);
