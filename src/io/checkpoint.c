@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
+#include "cdp/strbuf.h"
 
 #define CKPT_VERSION "2"
 
@@ -72,19 +73,6 @@ int cdp_checkpoint_write(const char *path, const cdp_model *m, int64_t step, uin
     return cdp_st_write(path, t, nt, meta, err, errlen);
 }
 
-/* Appends to buf[*at..len), keeping *at past what was written. */
-static void append(char *buf, size_t len, size_t *at, const char *fmt, ...)
-{
-    if (*at >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(buf + *at, len - *at, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *at += (size_t)n;
-}
-
 /* The value of the entry NAME=VALUE in text (its length in *n), or NULL. */
 static const char *value_of(const char *text, const char *name, size_t name_n, size_t *n)
 {
@@ -123,7 +111,7 @@ static int numerics_diff(const char *theirs, const char *ours, char *out, size_t
                 if (side == 0 ? !ov || on != vn || memcmp(ov, v, vn) : !ov) {
                     const char *tv = side ? v : ov, *uv = side ? ov : v;
                     const int tn = side ? (int)vn : (int)on, un = side ? (int)on : (int)vn;
-                    append(out, len, &at, "%s%.*s %.*s (this run: %.*s)", count ? ", " : "",
+                    cdp_strbuf_add(out, len, &at, "%s%.*s %.*s (this run: %.*s)", count ? ", " : "",
                         (int)name_n, p, tv ? tn : 5, tv ? tv : "unset", uv ? un : 5,
                         uv ? uv : "unset");
                     count++;

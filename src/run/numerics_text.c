@@ -8,6 +8,7 @@
 
 #include "cdp/optim.h"
 #include "cdp/options.h"
+#include "cdp/strbuf.h"
 
 /* x in the fewest digits that read back as x (0.1, not 0.10000000000000001) */
 static void shortest(char *out, size_t n, double x)
@@ -19,23 +20,11 @@ static void shortest(char *out, size_t n, double x)
     }
 }
 
-static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
-{
-    if (*at >= len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(buf + *at, len - *at, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        *at += (size_t)n;
-}
-
 static void add_num(char *buf, size_t len, size_t *at, const char *name, double x)
 {
     char v[40];
     shortest(v, sizeof v, x);
-    add(buf, len, at, " %s=%s", name, v);
+    cdp_strbuf_add(buf, len, at, " %s=%s", name, v);
 }
 
 void cdp_options_numerics_text(const cdp_options *o, char *buf, size_t len)
@@ -44,10 +33,10 @@ void cdp_options_numerics_text(const cdp_options *o, char *buf, size_t len)
      * entry that differs here is one that changes the hash */
     size_t at = 0;
     buf[0] = '\0';
-    add(buf, len, &at, "--model=%s --stages=%d --balance=%s --workers=%d --batch=%d --rule=%s",
+    cdp_strbuf_add(buf, len, &at, "--model=%s --stages=%d --balance=%s --workers=%d --batch=%d --rule=%s",
         o->model, o->stages, o->balance ? "activations" : "flops", o->workers, o->batch,
         cdp_rule_name(o->rule));
-    add(buf, len, &at, " --optimizer=%s", cdp_optim_name((cdp_optim_kind)o->optimizer));
+    cdp_strbuf_add(buf, len, &at, " --optimizer=%s", cdp_optim_name((cdp_optim_kind)o->optimizer));
     add_num(buf, len, &at, "--lr", o->lr);
     add_num(buf, len, &at, "--momentum", o->momentum);
     add_num(buf, len, &at, "--weight-decay", o->weight_decay);
@@ -55,34 +44,34 @@ void cdp_options_numerics_text(const cdp_options *o, char *buf, size_t len)
         char b0[40], b1[40];
         shortest(b0, sizeof b0, o->betas[0]);
         shortest(b1, sizeof b1, o->betas[1]);
-        add(buf, len, &at, " --betas=%s,%s", b0, b1);
+        cdp_strbuf_add(buf, len, &at, " --betas=%s,%s", b0, b1);
         add_num(buf, len, &at, "--eps", o->eps);
     }
-    add(buf, len, &at, " --lr-schedule=%s", cdp_lr_schedule_name((cdp_lr_schedule)o->lr_schedule));
+    cdp_strbuf_add(buf, len, &at, " --lr-schedule=%s", cdp_lr_schedule_name((cdp_lr_schedule)o->lr_schedule));
     add_num(buf, len, &at, "--lr-gamma", o->lr_gamma);
-    add(buf, len, &at, " --lr-decay-epochs=%d", o->lr_decay_epochs);
+    cdp_strbuf_add(buf, len, &at, " --lr-decay-epochs=%d", o->lr_decay_epochs);
     if (o->lr_schedule != CDP_LR_STEP) {   /* cosine spans the run's length */
-        add(buf, len, &at, " --steps=%lld", (long long)o->steps);
+        cdp_strbuf_add(buf, len, &at, " --steps=%lld", (long long)o->steps);
         if (!o->steps)
-            add(buf, len, &at, " --epochs=%d", o->epochs);
+            cdp_strbuf_add(buf, len, &at, " --epochs=%d", o->epochs);
     }
-    add(buf, len, &at, " --warmup-steps=%lld --seed=%llu --data=%s --no-shuffle=%s",
+    cdp_strbuf_add(buf, len, &at, " --warmup-steps=%lld --seed=%llu --data=%s --no-shuffle=%s",
         (long long)o->warmup_steps, (unsigned long long)o->seed, o->data,
         o->shuffle ? "off" : "on");
     if (o->augment.crop_pad || o->augment.flip)
-        add(buf, len, &at, " --augment=%s%.0d%s%s", o->augment.crop_pad ? "crop=" : "",
+        cdp_strbuf_add(buf, len, &at, " --augment=%s%.0d%s%s", o->augment.crop_pad ? "crop=" : "",
             o->augment.crop_pad, o->augment.crop_pad && o->augment.flip ? "," : "",
             o->augment.flip ? "flip" : "");
     else
-        add(buf, len, &at, " --augment=none");
-    add(buf, len, &at, " --normalize=");
+        cdp_strbuf_add(buf, len, &at, " --augment=none");
+    cdp_strbuf_add(buf, len, &at, " --normalize=");
     if (!o->norm_count)
-        add(buf, len, &at, "none");
+        cdp_strbuf_add(buf, len, &at, "none");
     for (int half = 0; half < 2; half++)
         for (int c = 0; c < o->norm_count; c++) {
             char v[40];
             shortest(v, sizeof v, half ? o->norm_std[c] : o->norm_mean[c]);
-            add(buf, len, &at, "%s%s", c ? "," : half ? "/" : "", v);
+            cdp_strbuf_add(buf, len, &at, "%s%s", c ? "," : half ? "/" : "", v);
         }
-    add(buf, len, &at, " --flush-denormals=%s", o->flush_denormals ? "on" : "off");
+    cdp_strbuf_add(buf, len, &at, " --flush-denormals=%s", o->flush_denormals ? "on" : "off");
 }

@@ -1,0 +1,118 @@
+/* The trainer's results: the final weights, the trace, the summary and
+ * --layer-times, and --verify against the serial reference. */
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <mpi.h>
+#include "config.h"
+#include "cdp/backend.h"
+#include "cdp/checkpoint.h"
+#include "cdp/clock.h"
+#include "cdp/ckpt.h"
+#include "cdp/comm.h"
+#include "cdp/data.h"
+#include "cdp/diverge_hint.h"
+#include "cdp/exec.h"
+#include "cdp/model.h"
+#include "cdp/options.h"
+#include "cdp/output.h"
+#include "cdp/plan.h"
+#include "cdp/preflight.h"
+#include "cdp/reference.h"
+#include "cdp/layer_times.h"
+#include "cdp/report.h"
+#include "cdp/schedule.h"
+#include "cdp/trace.h"
+#include "trainer.h"
+
+/* --verify: the serial reference from the same start; 1 when it differs
+ * more than the rule allows (err says how). */
+static int verify(trainer *r)
+{
+    const cdp_options *o = &r->o;
+    const cdp_model *m = &r->model;
+    cdp_reference_config rc = { r->be, m, r->N, o->batch, o->rule, r->xc.optim, &r->data.train,
+                                o->seed, o->shuffle, r->total };
+    if (cdp_reference_run(&rc, r->init_params, r->err, sizeof r->err))
+        return 1;
+    size_t nd;
+    double rel = cdp_max_rel_diff(r->final_params, r->init_params, m->nparams, &nd);
+    printf("verify: serial reference after %lld steps: max relative difference %.3g, "
+           "%zu of %zu values differ bitwise\n", (long long)r->total, rel, nd, m->nparams);
+    for (int t = 0; nd && t < m->ntensors; t++) {   /* where, for the user */
+        const cdp_tensor_info *ti = &m->tensors[t];
+        size_t q = 0;
+        while (q < ti->n && !memcmp(&r->final_params[ti->off + q], &r->init_params[ti->off + q],
+                                    sizeof(float)))
+            q++;
+        if (q < ti->n) {
+            printf("verify: first difference at %s[%zu]: %.9g vs %.9g\n", ti->name, q,
+                   (double)r->final_params[ti->off + q], (double)r->init_params[ti->off + q]);
+            break;
+        }
+    }
+    int exact = o->rule != CDP_RULE_DP || o->deterministic;
+    if ((exact && nd) || rel > 1e-5) {
+        snprintf(r->err, sizeof r->err, "--verify: the run differs from the serial reference "
+                 "(%s)", exact ? "bitwise equality expected" : "relative 1e-5 expected");
+        return 1;
+    }
+    return 0;
+}
+
+/* The final weights, the trace, the summary, --verify. */
+int train_results(trainer *r)
+{
+    const cdp_options *o = &r->o;
+    int bad = 0;
+    cdp_figures_finish(&r->fig, r->comm, r->x);
+    cdp_exec_gather_params(r->x, r->total, r->final_params, 0);
+    if (r->root && o->save_weights[0]) {
+        char step[32];
+        snprintf(step, sizeof step, "%lld", (long long)r->total);
+        const char *meta[] = { "format", "pt", "producer", "cdp " PACKAGE_VERSION, "rule",
+                               cdp_rule_name(o->rule), "step", step, NULL };
+        bad = cdp_save_weights(o->save_weights, &r->model, r->final_params, r->total, meta,
+                               r->err, sizeof r->err);
+    }
+    FAIL_IF(bad, r->err);
+    if (o->trace[0]) {
+        bad = cdp_trace_write(r->comm, r->x, o->trace, r->err, sizeof r->err);
+        FAIL_IF(bad, r->err);
+    }
+    if (r->root) {
+        cdp_report_summary(o->quiet ? NULL : stdout, r->metrics, &r->fig, cdp_rule_name(o->rule),
+                           cdp_framework_name(o->framework), r->P, r->N, r->L, o->batch,
+                           r->test_loss, r->test_acc, r->samples_s);
+        train_metrics_written(r);
+        char acc_text[32] = "none";   /* not evaluated */
+        if (r->test_acc >= 0)
+            snprintf(acc_text, sizeof acc_text, "%.4f", r->test_acc);
+        if (o->quiet)
+            printf("test_accuracy %s step_time_s %.6f\n", acc_text,
+                   r->fig.steps ? r->fig.train_time_s / (double)r->fig.steps : 0.0);
+    }
+    if (o->layer_times) {
+        cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig, o->quiet ? NULL : stdout,
+                               r->metrics);
+        train_metrics_written(r);   /* rank 0's: the other ranks have none */
+        r->model.times = NULL;   /* not the serial reference's layers */
+    }
+    if (r->root && r->metrics) {   /* its last lines written, or the first failure */
+        if (!train_metrics_written(r))
+            cdp_output_stream_close(r->metrics, "--metrics", o->metrics, r->metrics_err,
+                                    sizeof r->metrics_err);
+        else
+            fclose(r->metrics);
+        r->metrics = NULL;
+    }
+    FAIL_IF(r->root && r->metrics_err[0], r->metrics_err);
+    FAIL_IF(o->verify && r->root && verify(r), r->err);
+    return 0;
+}
+
