@@ -131,6 +131,11 @@ void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params);
 
 /* 0 if the backend has every kernel the model needs, else -1 with err. */
 int cdp_model_check_backend(const cdp_model *m, const cdp_backend *be, char *err, size_t errlen);
+/* 0 when every BatchNorm layer sees at least two values per channel in a
+ * step of N micro-batches of B samples: with one, the running variance
+ * (unbiased, over the step's values) is 0/0.  Else -1 and err, naming the
+ * first such layer. */
+int cdp_model_check_batch(const cdp_model *m, int N, int B, char *err, size_t errlen);
 
 /* Floats of activations that stage l keeps for one micro-batch of B samples
  * between its forward and its backward. */

@@ -665,3 +665,19 @@ int cdp_model_accumulate_exact(const cdp_backend *be, const cdp_model *m, int B)
     }
     return 1;
 }
+
+int cdp_model_check_batch(const cdp_model *m, int N, int B, char *err, size_t errlen)
+{
+    for (int j = 0; j < m->nlayers; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        if (ly->kind != CDP_LAYER_BATCHNORM2D ||
+            (long long)N * B * ly->xs.h * ly->xs.w >= 2)
+            continue;
+        snprintf(err, errlen, "--model %s: %s normalises 1 value per channel in a step "
+                 "(N=%d x B=%d samples of %dx%d pixels), whose running variance (over n - 1) "
+                 "is undefined: give larger images, --batch or --workers",
+                 m->name, ly->name, N, B, ly->xs.h, ly->xs.w);
+        return -1;
+    }
+    return 0;
+}
