@@ -3,9 +3,11 @@
 
 Each line is four tab-separated fields:
 
-    verify  NP  bitwise|1e-5       ARGS   the run must match --verify's serial
-                                           reference (bitwise, or within 1e-5
-                                           for dp with a collective on P > 1)
+    verify  NP  bitwise|1e-5|1e-3  ARGS   the run must match --verify's serial
+                                           reference: bitwise; for dp with a
+                                           collective on P > 1 within 1e-5, or
+                                           1e-3 under AdamW or with BatchNorm
+                                           (tests/soak.sh says why)
     refuse  NP  PATTERN            ARGS   the job must stop with one line
                                            "cdp_run: error: ..." that contains
                                            PATTERN (a fixed string)
@@ -174,10 +176,14 @@ def valid(rng, fw=None):
     # 1 to 4 steps an epoch (epochs end, the lr steps down), sometimes with
     # samples left over at an epoch's end
     c.ntrain = c.N * c.B * rng.randint(1, 4) + rng.choice([0, 0, 1, 3])
+    optimizer(rng, c)
     c.want = "bitwise"
     if c.rule == "dp" and not c.det and c.np > 1:
-        c.want = "1e-5"   # MPI's sum order (reference section 3.8)
-    optimizer(rng, c)
+        # MPI's sum order (reference section 3.8); AdamW's update divides by
+        # the gradient's size and BatchNorm on small micro-batches divides
+        # by their spread, so both carry its last bits past --verify's 1e-5
+        # (the soak measured 1.4e-5 on a ViT, 3.7e-4 on resnet20)
+        c.want = "1e-3" if c.adamw or c.kind == "resnet" else "1e-5"
     extras(rng, c)
     return c
 
