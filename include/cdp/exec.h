@@ -66,7 +66,7 @@ void cdp_exec_get_optim_state(cdp_exec *x, float *host);
  * framework and the number of ranks: what a checkpoint holds. */
 void cdp_exec_gather_state(cdp_exec *x, int64_t v, float *cur, float *prev, float *state,
                            int root);
-/* Whether this rank holds every stage (replicated). */
+/* Whether every rank of the job holds every stage (replicated). */
 int cdp_exec_holds_all(const cdp_exec *x);
 /* Restores a drained state: P(v) and P(v-1) (prev may be NULL when v == 0)
  * and the optimizer state (laid out as cdp_exec_get_optim_state's), given

@@ -147,6 +147,12 @@ void cdp_model_list(FILE *f);
  * draws from stream j. */
 void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params);
 
+/* 0 when every layer can train on a step of N micro-batches of B samples
+ * (a BatchNorm needs two values per channel: with one, its running
+ * variance, unbiased over the step's values, is 0/0).  Else -1 and err,
+ * naming the first layer that cannot. */
+int cdp_model_check_batch(const cdp_model *m, int N, int B, char *err, size_t errlen);
+
 /* Floats of activations that stage l keeps for one micro-batch of B samples
  * between its forward and its backward. */
 size_t cdp_stage_act_floats(const cdp_model *m, int l, int B);

@@ -132,6 +132,9 @@ typedef struct cdp_layer_ops {
     /* 1: the forward can apply a following ReLU and the backward the mask
      * of the ReLU that produced its input (cdp_layer.fuse_relu, relu_dx) */
     int fuses_relu;
+    /* 0, or -1 with a message when a step of N micro-batches of B samples
+     * is too small for the layer to train on; NULL: any step */
+    int (*check_step)(const cdp_layer *ly, int N, int B, char *err, size_t errlen);
     /* after the optimizer step: the buffers (running statistics) from the
      * statistics of the step's N micro-batches of B samples (stats: the
      * layer's first, stride doubles between micro-batches); NULL: none */

@@ -137,9 +137,15 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
                               rc->framework == CDP_FW_REPLICATED;
     for (int l = 0; l < x->L; l++) {
         x->holds[l] = (unsigned char)cdp_schedule_holds(cfg->roles, x->comm->rank, l);
-        x->holds_all &= x->holds[l];
         if (x->holds[l] && my_stage < 0) my_stage = l;
     }
+    /* every rank's, not this rank's: gather_stages skips its collectives on
+     * it, so all ranks must decide alike (a zero owner of the only stage, or
+     * a model-parallel rank of a one-stage model, holds everything while
+     * the other ranks hold nothing) */
+    for (int r = 0; r < x->comm->size; r++)
+        for (int l = 0; l < x->L; l++)
+            x->holds_all &= cdp_schedule_holds(cfg->roles, r, l) != 0;
     size_t maxstage = 0;
     for (int l = 0; l < x->L; l++) {
         if (x->m->stage_n[l] > maxstage) maxstage = x->m->stage_n[l];

@@ -31,7 +31,7 @@ struct cdp_exec {
     int N, B, L;
     int mpi_direct;             /* MPI may read/write backend memory directly */
     unsigned char *holds;       /* [L] */
-    int holds_all;
+    int holds_all;              /* every rank holds every stage */
     MPI_Comm stage_comm;        /* model-parallel dp: the ranks of this rank's stage */
     int stage_comm_size;        /* its ranks (0: none) */
 

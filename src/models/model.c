@@ -382,3 +382,17 @@ void cdp_model_free(cdp_model *m)
     m->block_flops = NULL;
     m->tensors = NULL;
 }
+
+int cdp_model_check_batch(const cdp_model *m, int N, int B, char *err, size_t errlen)
+{
+    for (int j = 0; j < m->nlayers; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+        char why[400];
+        if (ops->check_step && ops->check_step(ly, N, B, why, sizeof why)) {
+            snprintf(err, errlen, "--model %s: %s", m->name, why);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -2,6 +2,8 @@
  * its own statistics and keeps them, (mean, M2) per channel in double, for
  * the step's running statistics, which the stage's update computes
  * (cdp_stage_update); evaluation uses the running statistics. */
+#include <stdio.h>
+
 #include "layers.h"
 
 static int params(const cdp_layer *ly, cdp_param_desc *d)
@@ -44,6 +46,18 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
     return 10.0 * B * (double)cdp_shape_n(ly->xs);
 }
 
+/* the running variance is unbiased over the step's N*B*H*W values per
+ * channel: one value gives 0/0 */
+static int check_step(const cdp_layer *ly, int N, int B, char *err, size_t errlen)
+{
+    if ((long long)N * B * ly->xs.h * ly->xs.w >= 2)
+        return 0;
+    snprintf(err, errlen, "%s normalises 1 value per channel in a step (N=%d x B=%d samples "
+             "of %dx%d pixels), whose running variance (over n - 1) is undefined: give larger "
+             "images, --batch or --workers", ly->name, N, B, ly->xs.h, ly->xs.w);
+    return -1;
+}
+
 /* running mean and variance (buffers: mean, then var) as torch's, from the
  * statistics of the step's micro-batches, each over B*H*W values */
 static void update_buffers(const cdp_layer *ly, const cdp_backend *be, int N, int B,
@@ -58,6 +72,7 @@ static void update_buffers(const cdp_layer *ly, const cdp_backend *be, int N, in
 
 const cdp_layer_ops cdp_batchnorm2d_ops = {
     .name = "batchnorm2d", .shape = cdp_layer_shape_same, .params = params,
-    .save_fixed = save_fixed, .stat_doubles = stat_doubles, .update_buffers = update_buffers,
+    .save_fixed = save_fixed, .stat_doubles = stat_doubles, .check_step = check_step,
+    .update_buffers = update_buffers,
     .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
 };

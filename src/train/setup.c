@@ -328,6 +328,8 @@ int train_prepare(trainer *r)
     FAIL_IF(bad, r->err);
     r->have_model = 1;
     FAIL_IF(r->model.nstages != r->L, "internal error: the data changed the stage count");
+    bad = cdp_model_check_batch(&r->model, r->N, o->batch, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
 
     /* zeroed: the floats between stages belong to none and stay +0 */
     const size_t n = r->model.nparams;
