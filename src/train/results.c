@@ -30,6 +30,19 @@
 #include "cdp/trace.h"
 #include "trainer.h"
 
+/* dp with MPI_Allreduce sums the ranks' gradients in an order of the MPI
+ * library's, a last-bit change of each sum: under SGD the weights stay
+ * within a relative 1e-5 of the reference's in a few steps, but AdamW
+ * (which divides by the gradient's size) and the running statistics of a
+ * BatchNorm amplify it (tests/soak.sh: 1.4e-5 to 3.7e-4) */
+static double dp_collective_tolerance(const trainer *r)
+{
+    int amplifies = r->o.optimizer == CDP_OPTIM_ADAMW;
+    for (int j = 0; j < r->model.nlayers && !amplifies; j++)
+        amplifies = cdp_layer_ops_of(r->model.layers[j].kind)->update_buffers != NULL;
+    return amplifies ? 1e-3 : 1e-5;
+}
+
 /* --verify: the serial reference from the same start; 1 when it differs
  * more than the rule allows (err says how). */
 static int verify(trainer *r)
@@ -56,10 +69,16 @@ static int verify(trainer *r)
             break;
         }
     }
-    int exact = o->rule != CDP_RULE_DP || o->deterministic;
-    if ((exact && nd) || rel > 1e-5) {
-        snprintf(r->err, sizeof r->err, "--verify: the run differs from the serial reference "
-                 "(%s)", exact ? "bitwise equality expected" : "relative 1e-5 expected");
+    const int exact = o->rule != CDP_RULE_DP || o->deterministic;
+    const double tol = exact ? 0.0 : dp_collective_tolerance(r);
+    if ((exact && nd) || rel > tol) {
+        if (exact)
+            snprintf(r->err, sizeof r->err, "--verify: the run differs from the serial "
+                     "reference (bitwise equality expected)");
+        else
+            snprintf(r->err, sizeof r->err, "--verify: the run differs from the serial "
+                     "reference (relative %g expected of dp with MPI_Allreduce; "
+                     "--deterministic gives the reference's bits)", tol);
         return 1;
     }
     return 0;
