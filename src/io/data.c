@@ -233,183 +233,220 @@ static gzFile gz_open_read(const char *path, char *err, size_t errlen)
 
 /* ------------------------------------------------------------------- IDX */
 
+/* Opens an IDX file and reads its header of len bytes, which starts with
+ * magic; what: "images" or "labels", size: "a 16-byte" or "an 8-byte" (for
+ * the messages).  A wrong magic number is reported before a short header:
+ * four bytes are enough to tell that the file is something else. */
+static gzFile idx_open(const char *path, unsigned char *hdr, uint64_t len, uint32_t magic,
+                       const char *what, const char *size, char *err, size_t errlen)
+{
+    char why[256];
+    uint64_t got = 0;
+    gzFile f = gz_open_read(path, err, errlen);
+    if (!f)
+        return NULL;
+    const int rc = gz_read_full(f, path, hdr, len, &got, why, sizeof why);
+    if (rc < 0)
+        set_err(err, errlen, "%s: %s", path, why);
+    else if (got >= 4 && be32(hdr) != magic)
+        set_err(err, errlen, "%s: bad magic number 0x%08x, expected 0x%08x (IDX %s)",
+                path, (unsigned)be32(hdr), magic, what);
+    else if (rc > 0)
+        set_err(err, errlen, "%s: truncated: expected %s IDX %s header, got %llu bytes",
+                path, size, what, (unsigned long long)got);
+    else
+        return f;
+    gzclose_r(f);
+    return NULL;
+}
+
+/* After n images or labels: the end of the stream (and, for gzip, a
+ * trailer that checks out).  what: "images" or "labels". */
+static int idx_expect_end(gzFile f, const char *path, uint64_t n, const char *what,
+                          char *err, size_t errlen)
+{
+    char why[256];
+    const int rc = gz_expect_eof(f, path, why, sizeof why);
+    if (rc < 0)
+        set_err(err, errlen, "%s: %s", path, why);
+    else if (rc > 0)
+        set_err(err, errlen, "%s: trailing bytes after the %llu %s", path,
+                (unsigned long long)n, what);
+    return rc ? -1 : 0;
+}
+
+/* Opens the images file and reads its header: *n images of *rows x *cols,
+ * each dimension non-zero and the whole within the limits. */
+static gzFile idx_open_images(const char *path, uint64_t *n, uint64_t *rows, uint64_t *cols,
+                              char *err, size_t errlen)
+{
+    unsigned char hdr[16];
+    gzFile f = idx_open(path, hdr, 16, CDP_IDX_IMAGES_MAGIC, "images", "a 16-byte", err,
+                        errlen);
+    if (!f)
+        return NULL;
+    *n = be32(hdr + 4);
+    *rows = be32(hdr + 8);
+    *cols = be32(hdr + 12);
+    if (*n == 0 || *rows == 0 || *cols == 0) {
+        set_err(err, errlen,
+                "%s: zero-size dimension in IDX images header (%llu images of %llu x %llu)",
+                path, (unsigned long long)*n, (unsigned long long)*rows,
+                (unsigned long long)*cols);
+        goto fail;
+    }
+    const uint64_t dim = *rows * *cols; /* both < 2^32: no overflow */
+    if (dim > CDP_MAX_DIM || *n * dim > CDP_MAX_BYTES) {
+        set_err(err, errlen,
+                "%s: absurd size in IDX images header (%llu images of %llu x %llu); refusing to allocate",
+                path, (unsigned long long)*n, (unsigned long long)*rows,
+                (unsigned long long)*cols);
+        goto fail;
+    }
+    return f;
+fail:
+    gzclose_r(f);
+    return NULL;
+}
+
+/* Opens the labels file and reads its header, which must count the n
+ * images of images_path. */
+static gzFile idx_open_labels(const char *path, const char *images_path, uint64_t n,
+                              char *err, size_t errlen)
+{
+    unsigned char hdr[8];
+    gzFile f = idx_open(path, hdr, 8, CDP_IDX_LABELS_MAGIC, "labels", "an 8-byte", err, errlen);
+    if (!f)
+        return NULL;
+    const uint64_t nl = be32(hdr + 4);
+    if (nl == 0) {
+        set_err(err, errlen, "%s: zero-size dimension in IDX labels header (0 labels)", path);
+        goto fail;
+    }
+    if (nl != n) {
+        set_err(err, errlen, "%s: %llu images but labels file %s has %llu labels",
+                images_path, (unsigned long long)n, path, (unsigned long long)nl);
+        goto fail;
+    }
+    return f;
+fail:
+    gzclose_r(f);
+    return NULL;
+}
+
+/* len bytes of an IDX body of total bytes (pixel or label bytes: what)
+ * into buf, of which *done came before: *done counts the new ones too.
+ * 0, or -1 with the read error or the truncation in err. */
+static int idx_read_body(gzFile f, const char *path, uint8_t *buf, uint64_t len,
+                         uint64_t *done, uint64_t total, const char *what, char *err,
+                         size_t errlen)
+{
+    char why[256];
+    uint64_t got = 0;
+    const int rc = gz_read_full(f, path, buf, len, &got, why, sizeof why);
+    *done += got;
+    if (rc < 0)
+        set_err(err, errlen, "%s: %s", path, why);
+    else if (rc > 0)
+        set_err(err, errlen, "%s: truncated: expected %llu %s bytes, got %llu", path,
+                (unsigned long long)total, what, (unsigned long long)*done);
+    return rc ? -1 : 0;
+}
+
+/* The n images of dim bytes after the header, and nothing after them.
+ * The header's size is only a claim, so the buffer grows as the bytes
+ * arrive: a file of a few bytes that claims 16 GiB is refused as
+ * truncated, without allocating them. */
+static uint8_t *idx_read_images(gzFile f, const char *path, uint64_t n, uint64_t dim,
+                                char *err, size_t errlen)
+{
+    const uint64_t total = n * dim;
+    uint64_t cap = total < CDP_IDX_FIRST_ALLOC ? total : CDP_IDX_FIRST_ALLOC, done = 0;
+    uint8_t *pixels = NULL;
+    for (;;) {
+        uint8_t *grown = realloc(pixels, (size_t)cap);
+        if (!grown) {
+            set_err(err, errlen, "%s: out of memory for %llu images of %llu bytes", path,
+                    (unsigned long long)n, (unsigned long long)dim);
+            goto fail;
+        }
+        pixels = grown;
+        if (idx_read_body(f, path, pixels + done, cap - done, &done, total, "pixel", err,
+                          errlen))
+            goto fail;
+        if (done == total)
+            break;
+        cap = total - cap < cap ? total : 2 * cap;
+    }
+    if (idx_expect_end(f, path, n, "images", err, errlen) == 0)
+        return pixels;
+fail:
+    free(pixels);
+    return NULL;
+}
+
+/* The n labels after the header (no more than the images that came), each
+ * a class, and nothing after them. */
+static int32_t *idx_read_labels(gzFile f, const char *path, uint64_t n, char *err,
+                                size_t errlen)
+{
+    uint64_t got = 0;
+    uint8_t *lab8 = malloc((size_t)n);
+    int32_t *labels = malloc((size_t)n * sizeof *labels);
+    if (!lab8 || !labels) {
+        set_err(err, errlen, "%s: out of memory for %llu labels", path, (unsigned long long)n);
+        goto fail;
+    }
+    if (idx_read_body(f, path, lab8, n, &got, n, "label", err, errlen) ||
+        idx_expect_end(f, path, n, "labels", err, errlen))
+        goto fail;
+    for (uint64_t i = 0; i < n; i++) {
+        if (lab8[i] >= CDP_CLASSES) {
+            set_err(err, errlen, "%s: label %u at index %llu out of range [0, %d)", path,
+                    (unsigned)lab8[i], (unsigned long long)i, CDP_CLASSES);
+            goto fail;
+        }
+        labels[i] = lab8[i];
+    }
+    free(lab8);
+    return labels;
+fail:
+    free(lab8);
+    free(labels);
+    return NULL;
+}
+
+/* Both headers are read before any data, so that a mismatched pair is
+ * refused before the pixels are. */
 int cdp_load_idx(const char *images_path, const char *labels_path,
                  cdp_dataset *out, char *err, size_t errlen)
 {
-    char why[256];
-    gzFile fi = NULL, fl = NULL;
-    uint8_t *pixels = NULL, *lab8 = NULL;
-    int32_t *labels = NULL;
-    unsigned char hdr[16];
-    uint64_t got = 0;
-    int rc;
-
     if (out)
         memset(out, 0, sizeof *out);
     if (!images_path || !labels_path || !out) {
         set_err(err, errlen, "cdp_load_idx: missing argument");
         return -1;
     }
-
-    /* ---- images header */
-    fi = gz_open_read(images_path, err, errlen);
-    if (!fi)
-        goto fail;
-    rc = gz_read_full(fi, images_path, hdr, 16, &got, why, sizeof why);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", images_path, why);
-        goto fail;
+    uint64_t n = 0, rows = 0, cols = 0;
+    uint8_t *pixels = NULL;
+    int32_t *labels = NULL;
+    gzFile fl = NULL, fi = idx_open_images(images_path, &n, &rows, &cols, err, errlen);
+    if (fi)
+        fl = idx_open_labels(labels_path, images_path, n, err, errlen);
+    if (fl)
+        pixels = idx_read_images(fi, images_path, n, rows * cols, err, errlen);
+    if (pixels)
+        labels = idx_read_labels(fl, labels_path, n, err, errlen);
+    if (fi)
+        gzclose_r(fi);
+    if (fl)
+        gzclose_r(fl);
+    if (!labels) {
+        free(pixels);
+        return -1;
     }
-    if (got >= 4 && be32(hdr) != CDP_IDX_IMAGES_MAGIC) {
-        set_err(err, errlen,
-                "%s: bad magic number 0x%08x, expected 0x%08x (IDX images)",
-                images_path, (unsigned)be32(hdr), CDP_IDX_IMAGES_MAGIC);
-        goto fail;
-    }
-    if (rc > 0) {
-        set_err(err, errlen,
-                "%s: truncated: expected a 16-byte IDX images header, got %llu bytes",
-                images_path, (unsigned long long)got);
-        goto fail;
-    }
-    uint64_t n = be32(hdr + 4), rows = be32(hdr + 8), cols = be32(hdr + 12);
-    if (n == 0 || rows == 0 || cols == 0) {
-        set_err(err, errlen,
-                "%s: zero-size dimension in IDX images header (%llu images of %llu x %llu)",
-                images_path, (unsigned long long)n, (unsigned long long)rows,
-                (unsigned long long)cols);
-        goto fail;
-    }
-    uint64_t dim = rows * cols; /* both < 2^32: no overflow */
-    if (dim > CDP_MAX_DIM || n * dim > CDP_MAX_BYTES) {
-        set_err(err, errlen,
-                "%s: absurd size in IDX images header (%llu images of %llu x %llu); refusing to allocate",
-                images_path, (unsigned long long)n, (unsigned long long)rows,
-                (unsigned long long)cols);
-        goto fail;
-    }
-
-    /* ---- labels header */
-    fl = gz_open_read(labels_path, err, errlen);
-    if (!fl)
-        goto fail;
-    rc = gz_read_full(fl, labels_path, hdr, 8, &got, why, sizeof why);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", labels_path, why);
-        goto fail;
-    }
-    if (got >= 4 && be32(hdr) != CDP_IDX_LABELS_MAGIC) {
-        set_err(err, errlen,
-                "%s: bad magic number 0x%08x, expected 0x%08x (IDX labels)",
-                labels_path, (unsigned)be32(hdr), CDP_IDX_LABELS_MAGIC);
-        goto fail;
-    }
-    if (rc > 0) {
-        set_err(err, errlen,
-                "%s: truncated: expected an 8-byte IDX labels header, got %llu bytes",
-                labels_path, (unsigned long long)got);
-        goto fail;
-    }
-    uint64_t nl = be32(hdr + 4);
-    if (nl == 0) {
-        set_err(err, errlen, "%s: zero-size dimension in IDX labels header (0 labels)",
-                labels_path);
-        goto fail;
-    }
-    if (nl != n) {
-        set_err(err, errlen, "%s: %llu images but labels file %s has %llu labels",
-                images_path, (unsigned long long)n, labels_path,
-                (unsigned long long)nl);
-        goto fail;
-    }
-
-    /* ---- images data: the header's size is only a claim, so the buffer
-     * grows as the bytes arrive (a file of a few bytes that claims 16 GiB
-     * is refused as truncated, without allocating them) */
-    uint64_t cap = n * dim < CDP_IDX_FIRST_ALLOC ? n * dim : CDP_IDX_FIRST_ALLOC, done = 0;
-    pixels = malloc((size_t)cap);
-    for (;;) {
-        if (!pixels) {
-            set_err(err, errlen, "%s: out of memory for %llu images of %llu bytes",
-                    images_path, (unsigned long long)n, (unsigned long long)dim);
-            goto fail;
-        }
-        rc = gz_read_full(fi, images_path, pixels + done, cap - done, &got, why, sizeof why);
-        done += got;
-        if (rc < 0) {
-            set_err(err, errlen, "%s: %s", images_path, why);
-            goto fail;
-        }
-        if (rc > 0) {
-            set_err(err, errlen, "%s: truncated: expected %llu pixel bytes, got %llu",
-                    images_path, (unsigned long long)(n * dim), (unsigned long long)done);
-            goto fail;
-        }
-        if (done == n * dim)
-            break;
-        cap = n * dim - cap < cap ? n * dim : 2 * cap;
-        uint8_t *grown = realloc(pixels, (size_t)cap);
-        if (!grown) {
-            free(pixels);
-            pixels = NULL;
-            continue;   /* reports the out of memory */
-        }
-        pixels = grown;
-    }
-    rc = gz_expect_eof(fi, images_path, why, sizeof why);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", images_path, why);
-        goto fail;
-    }
-    if (rc > 0) {
-        set_err(err, errlen, "%s: trailing bytes after the %llu images",
-                images_path, (unsigned long long)n);
-        goto fail;
-    }
-
-    /* ---- labels data (n bytes: no more than the pixels that came) */
-    lab8 = malloc((size_t)n);
-    labels = malloc((size_t)n * sizeof *labels);
-    if (!lab8 || !labels) {
-        set_err(err, errlen, "%s: out of memory for %llu labels", labels_path,
-                (unsigned long long)n);
-        goto fail;
-    }
-    rc = gz_read_full(fl, labels_path, lab8, n, &got, why, sizeof why);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", labels_path, why);
-        goto fail;
-    }
-    if (rc > 0) {
-        set_err(err, errlen, "%s: truncated: expected %llu label bytes, got %llu",
-                labels_path, (unsigned long long)n, (unsigned long long)got);
-        goto fail;
-    }
-    rc = gz_expect_eof(fl, labels_path, why, sizeof why);
-    if (rc < 0) {
-        set_err(err, errlen, "%s: %s", labels_path, why);
-        goto fail;
-    }
-    if (rc > 0) {
-        set_err(err, errlen, "%s: trailing bytes after the %llu labels",
-                labels_path, (unsigned long long)n);
-        goto fail;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        if (lab8[i] >= CDP_CLASSES) {
-            set_err(err, errlen, "%s: label %u at index %llu out of range [0, %d)",
-                    labels_path, (unsigned)lab8[i], (unsigned long long)i,
-                    CDP_CLASSES);
-            goto fail;
-        }
-        labels[i] = lab8[i];
-    }
-
-    gzclose_r(fi);
-    gzclose_r(fl);
-    free(lab8);
     out->n = (int64_t)n;
-    out->dim = (int)dim;
+    out->dim = (int)(rows * cols);
     out->channels = 1;
     out->height = (int)rows;
     out->width = (int)cols;
@@ -417,16 +454,6 @@ int cdp_load_idx(const char *images_path, const char *labels_path,
     out->pixels = pixels;
     out->labels = labels;
     return 0;
-
-fail:
-    if (fi)
-        gzclose_r(fi);
-    if (fl)
-        gzclose_r(fl);
-    free(pixels);
-    free(lab8);
-    free(labels);
-    return -1;
 }
 
 /* -------------------------------------------------------------- CIFAR-10 */
@@ -682,6 +709,24 @@ static int parse_count(const char *s, size_t len, int64_t lo, int64_t hi, int64_
     return 0;
 }
 
+/* The value (len bytes at v) of the sample count field NAME= of --data s,
+ * which may be given once: into *slot (0 until then).  what: the set it
+ * counts, for the message. */
+static int spec_count(const char *s, const char *name, const char *what, const char *v,
+                      size_t len, int64_t *slot, char *err, size_t errlen)
+{
+    if (*slot) {
+        set_err(err, errlen, "'%s': %s= is given twice", s, name);
+        return -1;
+    }
+    if (parse_count(v, len, 1, (int64_t)1 << 34, slot) != 0) {
+        set_err(err, errlen, "'%s': %s=%.*s: expected a %s sample count in [1, %lld]", s, name,
+                (int)len, v, what, (long long)1 << 34);
+        return -1;
+    }
+    return 0;
+}
+
 int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t errlen)
 {
     static const char *const kinds[] = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
@@ -711,29 +756,12 @@ int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t err
     while (*p == ':') {
         p++;
         size_t len = strcspn(p, ":");
-        int64_t v;
         if (len > 2 && strncmp(p, "n=", 2) == 0) {
-            if (out->train_n) {
-                set_err(err, errlen, "'%s': n= is given twice", s);
+            if (spec_count(s, "n", "training", p + 2, len - 2, &out->train_n, err, errlen))
                 return -1;
-            }
-            if (parse_count(p + 2, len - 2, 1, (int64_t)1 << 34, &v) != 0) {
-                set_err(err, errlen, "'%s': n=%.*s: expected a training sample count in "
-                        "[1, %lld]", s, (int)(len - 2), p + 2, (long long)1 << 34);
-                return -1;
-            }
-            out->train_n = v;
         } else if (len > 5 && strncmp(p, "test=", 5) == 0) {
-            if (out->test_n) {
-                set_err(err, errlen, "'%s': test= is given twice", s);
+            if (spec_count(s, "test", "test", p + 5, len - 5, &out->test_n, err, errlen))
                 return -1;
-            }
-            if (parse_count(p + 5, len - 5, 1, (int64_t)1 << 34, &v) != 0) {
-                set_err(err, errlen, "'%s': test=%.*s: expected a test sample count in "
-                        "[1, %lld]", s, (int)(len - 5), p + 5, (long long)1 << 34);
-                return -1;
-            }
-            out->test_n = v;
         } else if (len > 0 && p[0] >= '0' && p[0] <= '9') {
             if (out->channels) {
                 set_err(err, errlen, "'%s': the image shape is given twice", s);

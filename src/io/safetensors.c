@@ -236,8 +236,8 @@ static int st_entry_parse(st_file *f, const cdp_json *v, st_entry *e, char *err,
     return 0;
 }
 
-/* Opens and validates the whole header against the file. */
-static int st_open(st_file *f, const char *path, char *err, size_t errlen)
+/* Opens path read-only when it names a regular file; f->size: its size. */
+static int st_open_file(st_file *f, const char *path, char *err, size_t errlen)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
@@ -253,6 +253,14 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
     if (!S_ISREG(st.st_mode))
         return st_fail(err, errlen, path, "not a regular file");
     f->size = (uint64_t)st.st_size;
+    return 0;
+}
+
+/* The header length: within the format's limit and the file, so that it
+ * can be allocated and read; what follows is the data. */
+static int st_read_hlen(st_file *f, char *err, size_t errlen)
+{
+    const char *path = f->path;
     if (f->size < 8)
         return st_fail(err, errlen, path,
                        "file too short (%" PRIu64 " bytes) to hold a safetensors header length",
@@ -273,10 +281,17 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
                        "header length %" PRIu64 " exceeds the file size (%" PRIu64 " bytes)",
                        f->hlen, f->size);
     f->data_size = f->size - 8 - f->hlen;
+    return 0;
+}
 
+/* The JSON header into f->root: an object. */
+static int st_parse_header(st_file *f, char *err, size_t errlen)
+{
+    const char *path = f->path;
     char *hdr = malloc(f->hlen ? (size_t)f->hlen : 1);
     if (!hdr)
         return st_fail(err, errlen, path, "out of memory for a %" PRIu64 "-byte header", f->hlen);
+    size_t got;
     if (pread_full(f->fd, hdr, (size_t)f->hlen, 8, &got) != 0) {
         int e = errno;
         free(hdr);
@@ -295,7 +310,29 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
     if (f->root->type != CDP_JSON_OBJECT)
         return st_fail(err, errlen, path, "JSON header is not an object (found %s)",
                        cdp_json_type_name(f->root->type));
+    return 0;
+}
 
+/* The one __metadata__ entry, v: an object of strings. */
+static int st_take_metadata(st_file *f, const cdp_json *v, char *err, size_t errlen)
+{
+    if (f->meta)
+        return st_fail(err, errlen, f->path, "duplicate __metadata__");
+    if (v->type != CDP_JSON_OBJECT)
+        return st_fail(err, errlen, f->path, "__metadata__ is not an object");
+    for (size_t k = 0; k < v->n; k++)
+        if (v->child[k].type != CDP_JSON_STRING)
+            return st_fail(err, errlen, f->path, "__metadata__ value of %s is not a string",
+                           v->child[k].key);
+    f->meta = v;
+    return 0;
+}
+
+/* Every other entry of the header is a tensor: f->e, sorted by name, the
+ * names unique. */
+static int st_collect_tensors(st_file *f, char *err, size_t errlen)
+{
+    const char *path = f->path;
     size_t cap = 1;
     for (size_t j = 0; j < f->root->n; j++)
         cap += f->root->child[j].type == CDP_JSON_OBJECT;
@@ -305,17 +342,11 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
     for (size_t j = 0; j < f->root->n; j++) {
         const cdp_json *v = &f->root->child[j];
         if (strcmp(v->key, "__metadata__") == 0) {
-            if (f->meta)
-                return st_fail(err, errlen, path, "duplicate __metadata__");
-            if (v->type != CDP_JSON_OBJECT)
-                return st_fail(err, errlen, path, "__metadata__ is not an object");
-            for (size_t k = 0; k < v->n; k++)
-                if (v->child[k].type != CDP_JSON_STRING)
-                    return st_fail(err, errlen, path, "__metadata__ value of %s is not a string",
-                                   v->child[k].key);
-            f->meta = v;
+            if (st_take_metadata(f, v, err, errlen))
+                return -1;
             continue;
         }
+        /* checked here too: only objects have a slot in f->e */
         if (v->type != CDP_JSON_OBJECT)
             return st_fail(err, errlen, path, "tensor %s: entry is not an object (found %s)",
                            v->key, cdp_json_type_name(v->type));
@@ -327,75 +358,99 @@ static int st_open(st_file *f, const char *path, char *err, size_t errlen)
     for (size_t j = 1; j < f->ne; j++)
         if (strcmp(f->e[j - 1].name, f->e[j].name) == 0)
             return st_fail(err, errlen, path, "duplicate tensor %s", f->e[j].name);
+    return 0;
+}
 
-    /* Offsets: no overlaps, inside the data, and the data fully indexed
-     * (the format's rule: no byte that no tensor owns, between tensors or
-     * after the last; such bytes would let a file carry a second payload,
-     * and cdp's writer never leaves any). */
-    if (!f->ne && f->data_size)
+/* Data past its end (prev_end, the end of the last range): a truncated
+ * file when the ranges leave no gap, else the first tensor out of range
+ * (r: the entries by range). */
+static int st_range_error(const st_file *f, st_entry *const *r, uint64_t prev_end, int gaps,
+                          char *err, size_t errlen)
+{
+    if (!gaps)
+        return st_fail(err, errlen, f->path,
+                       "truncated data: the tensors need %" PRIu64
+                       " bytes of data, the file has %" PRIu64,
+                       prev_end, f->data_size);
+    const st_entry *bad = NULL;
+    for (size_t j = 0; j < f->ne && !bad; j++)
+        if (r[j]->end > f->data_size)
+            bad = r[j];
+    return st_fail(err, errlen, f->path,
+                   "data_offsets of %s [%" PRIu64 ", %" PRIu64
+                   "] are out of range: the file has %" PRIu64 " bytes of data",
+                   bad->name, bad->begin, bad->end, f->data_size);
+}
+
+/* The ranges r (sorted by begin, then end): no overlaps, inside the data,
+ * and every byte of the data in one. */
+static int st_check_ranges(const st_file *f, st_entry *const *r, char *err, size_t errlen)
+{
+    const char *path = f->path;
+    uint64_t prev_end = 0, hole_begin = 0;
+    const st_entry *hole = NULL; /* the first tensor after unindexed bytes */
+    for (size_t j = 0; j < f->ne; j++) {
+        if (j && r[j]->begin < prev_end)
+            return st_fail(err, errlen, path,
+                           "data_offsets of %s [%" PRIu64 ", %" PRIu64 "] and %s [%" PRIu64
+                           ", %" PRIu64 "] overlap",
+                           r[j - 1]->name, r[j - 1]->begin, r[j - 1]->end, r[j]->name,
+                           r[j]->begin, r[j]->end);
+        if (r[j]->begin > prev_end && !hole) {
+            hole = r[j];
+            hole_begin = prev_end;
+        }
+        prev_end = r[j]->end;
+    }
+    if (prev_end > f->data_size)
+        return st_range_error(f, r, prev_end, hole != NULL, err, errlen);
+    if (hole)
         return st_fail(err, errlen, path,
+                       "%" PRIu64 " unindexed bytes [%" PRIu64 ", %" PRIu64
+                       ") before %s: safetensors data must be fully indexed",
+                       hole->begin - hole_begin, hole_begin, hole->begin, hole->name);
+    if (prev_end < f->data_size)
+        return st_fail(err, errlen, path,
+                       "%" PRIu64 " byte%s after the last tensor (%s ends at %" PRIu64
+                       " of %" PRIu64 " bytes of data): safetensors data must be fully "
+                       "indexed",
+                       f->data_size - prev_end, f->data_size - prev_end == 1 ? "" : "s",
+                       r[f->ne - 1]->name, prev_end, f->data_size);
+    return 0;
+}
+
+/* Offsets: no overlaps, inside the data, and the data fully indexed (the
+ * format's rule: no byte that no tensor owns, between tensors or after the
+ * last; such bytes would let a file carry a second payload, and cdp's
+ * writer never leaves any). */
+static int st_check_offsets(const st_file *f, char *err, size_t errlen)
+{
+    if (!f->ne && f->data_size)
+        return st_fail(err, errlen, f->path,
                        "%" PRIu64 " bytes of data but no tensors: safetensors data must be "
                        "fully indexed",
                        f->data_size);
-    if (f->ne) {
-        st_entry **r = malloc(f->ne * sizeof *r);
-        if (!r)
-            return st_fail(err, errlen, path, "out of memory");
-        for (size_t j = 0; j < f->ne; j++)
-            r[j] = &f->e[j];
-        qsort(r, f->ne, sizeof *r, cmp_range);
-        uint64_t prev_end = 0;
-        int gaps = 0;
-        const st_entry *hole = NULL; /* the first tensor after unindexed bytes */
-        uint64_t hole_begin = 0;
-        for (size_t j = 0; j < f->ne; j++) {
-            if (j && r[j]->begin < prev_end) {
-                st_entry a = *r[j - 1], b = *r[j];
-                free(r);
-                return st_fail(err, errlen, path,
-                               "data_offsets of %s [%" PRIu64 ", %" PRIu64 "] and %s [%" PRIu64
-                               ", %" PRIu64 "] overlap",
-                               a.name, a.begin, a.end, b.name, b.begin, b.end);
-            }
-            if (r[j]->begin > prev_end && !gaps) {
-                gaps = 1;
-                hole = r[j];
-                hole_begin = prev_end;
-            }
-            prev_end = r[j]->end;
-        }
-        if (prev_end > f->data_size) {
-            st_entry *bad = NULL;
-            for (size_t j = 0; j < f->ne && !bad; j++)
-                if (r[j]->end > f->data_size)
-                    bad = r[j];
-            free(r);
-            if (!gaps)
-                return st_fail(err, errlen, path,
-                               "truncated data: the tensors need %" PRIu64
-                               " bytes of data, the file has %" PRIu64,
-                               prev_end, f->data_size);
-            return st_fail(err, errlen, path,
-                           "data_offsets of %s [%" PRIu64 ", %" PRIu64
-                           "] are out of range: the file has %" PRIu64 " bytes of data",
-                           bad->name, bad->begin, bad->end, f->data_size);
-        }
-        const st_entry last = *r[f->ne - 1];
-        free(r);
-        if (hole)
-            return st_fail(err, errlen, path,
-                           "%" PRIu64 " unindexed bytes [%" PRIu64 ", %" PRIu64
-                           ") before %s: safetensors data must be fully indexed",
-                           hole->begin - hole_begin, hole_begin, hole->begin, hole->name);
-        if (prev_end < f->data_size)
-            return st_fail(err, errlen, path,
-                           "%" PRIu64 " byte%s after the last tensor (%s ends at %" PRIu64
-                           " of %" PRIu64 " bytes of data): safetensors data must be fully "
-                           "indexed",
-                           f->data_size - prev_end, f->data_size - prev_end == 1 ? "" : "s",
-                           last.name, prev_end, f->data_size);
-    }
-    return 0;
+    if (!f->ne)
+        return 0;
+    st_entry **r = malloc(f->ne * sizeof *r);
+    if (!r)
+        return st_fail(err, errlen, f->path, "out of memory");
+    for (size_t j = 0; j < f->ne; j++)
+        r[j] = &f->e[j];
+    qsort(r, f->ne, sizeof *r, cmp_range);
+    const int rc = st_check_ranges(f, r, err, errlen);
+    free(r);
+    return rc;
+}
+
+/* Opens and validates the whole header against the file.  The caller
+ * closes f (st_close) whatever the outcome. */
+static int st_open(st_file *f, const char *path, char *err, size_t errlen)
+{
+    if (st_open_file(f, path, err, errlen) || st_read_hlen(f, err, errlen) ||
+        st_parse_header(f, err, errlen) || st_collect_tensors(f, err, errlen))
+        return -1;
+    return st_check_offsets(f, err, errlen);
 }
 
 static st_entry *st_find(st_file *f, const char *name)
@@ -661,6 +716,229 @@ void cdp_st_discard_pending(void)
         unlink(pending_tmp);
 }
 
+/* Tensor i of t is one cdp_st_write can write (a name of its own, F32 or
+ * I64, at most 4 dimensions, data when it has bytes); *nb: its bytes. */
+static int st_check_tensor(const cdp_st_tensor *t, int i, uint64_t *nb, const char *path,
+                           char *err, size_t errlen)
+{
+    const cdp_st_tensor *x = &t[i];
+    int es = x->dtype ? dtype_size(x->dtype) : 0;
+    if (!x->name || strcmp(x->name, "__metadata__") == 0)
+        return st_fail(err, errlen, path, "invalid tensor name %s", x->name ? x->name : "(null)");
+    if (!es || (strcmp(x->dtype, "F32") != 0 && strcmp(x->dtype, "I64") != 0))
+        return st_fail(err, errlen, path, "tensor %s: unsupported dtype %s", x->name,
+                       x->dtype ? x->dtype : "(null)");
+    int bad = x->ndim < 0 || x->ndim > 4;
+    for (int d = 0; !bad && d < x->ndim; d++)
+        bad = x->shape[d] < 0;
+    if (bad || shape_bytes(x->ndim, x->shape, es, nb) || *nb > (uint64_t)SIZE_MAX)
+        return st_fail(err, errlen, path, "tensor %s: invalid shape", x->name);
+    if (*nb && !x->data)
+        return st_fail(err, errlen, path, "tensor %s: no data", x->name);
+    for (int k = 0; k < i; k++)
+        if (strcmp(t[k].name, x->name) == 0)
+            return st_fail(err, errlen, path, "duplicate tensor name %s", x->name);
+    return 0;
+}
+
+/* "__metadata__":{key:value,...} of the NULL-terminated key, value list. */
+static int sb_metadata(sbuf *h, const char *const *metadata, const char *path, char *err,
+                       size_t errlen)
+{
+    sb_str(h, "\"__metadata__\":{");
+    for (int k = 0; metadata[k]; k += 2) {
+        if (!metadata[k + 1])
+            return st_fail(err, errlen, path, "metadata %s has no value", metadata[k]);
+        if (k)
+            sb_str(h, ",");
+        sb_json(h, metadata[k]);
+        sb_str(h, ":");
+        sb_json(h, metadata[k + 1]);
+    }
+    sb_str(h, "}");
+    return 0;
+}
+
+/* name:{"dtype":..,"shape":[..],"data_offsets":[off, off + nb]} of tensor
+ * x, whose data starts at *off; *off moves past it. */
+static int sb_tensor(sbuf *h, const cdp_st_tensor *x, uint64_t nb, uint64_t *off,
+                     const char *path, char *err, size_t errlen)
+{
+    sb_json(h, x->name);
+    sb_str(h, ":{\"dtype\":\"");
+    sb_str(h, x->dtype);
+    sb_str(h, "\",\"shape\":[");
+    for (int d = 0; d < x->ndim; d++) {
+        if (d)
+            sb_str(h, ",");
+        sb_u64(h, (uint64_t)x->shape[d]);
+    }
+    sb_str(h, "],\"data_offsets\":[");
+    sb_u64(h, *off);
+    sb_str(h, ",");
+    if (nb > (uint64_t)INT64_MAX - *off) /* readers take offsets as int64 */
+        return st_fail(err, errlen, path, "tensors too large");
+    *off += nb;
+    sb_u64(h, *off);
+    sb_str(h, "]}");
+    return 0;
+}
+
+/* The JSON header of the checked tensors t (nb: their bytes), padded with
+ * spaces so that the data starts 8-byte aligned. */
+static int st_build_header(sbuf *h, const cdp_st_tensor *t, int n, const uint64_t *nb,
+                           const char *const *metadata, const char *path, char *err,
+                           size_t errlen)
+{
+    sb_str(h, "{");
+    int first = 1;
+    if (metadata && metadata[0]) {
+        if (sb_metadata(h, metadata, path, err, errlen))
+            return -1;
+        first = 0;
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (!first)
+            sb_str(h, ",");
+        first = 0;
+        if (sb_tensor(h, &t[i], nb[i], &off, path, err, errlen))
+            return -1;
+    }
+    sb_str(h, "}");
+    while ((8 + h->n) % 8)
+        sb_str(h, " ");
+    if (h->oom)
+        return st_fail(err, errlen, path, "out of memory");
+    if ((uint64_t)h->n > ST_MAX_HEADER)
+        return st_fail(err, errlen, path, "header of %zu bytes exceeds the 100 MB limit", h->n);
+    return 0;
+}
+
+/* The data of tensor x (nb bytes), little-endian.  0, or -1 with errno. */
+static int st_write_tensor(int fd, const cdp_st_tensor *x, uint64_t nb)
+{
+    if (host_is_le())
+        return write_full(fd, x->data, (size_t)nb);
+    int es = dtype_size(x->dtype);
+    unsigned char chunk[1 << 16];
+    for (size_t done = 0; done < nb;) {
+        size_t m = nb - done < sizeof chunk ? (size_t)(nb - done) : sizeof chunk;
+        memcpy(chunk, (const unsigned char *)x->data + done, m);
+        bswap_elems(chunk, m / (size_t)es, es);
+        if (write_full(fd, chunk, m))
+            return -1;
+        done += m;
+    }
+    return 0;
+}
+
+/* The whole file: header length, header h, the tensors' data.  0, or -1
+ * with errno. */
+static int st_write_contents(int fd, const sbuf *h, const cdp_st_tensor *t, int n,
+                             const uint64_t *nb)
+{
+    unsigned char lb[8];
+    for (int j = 0; j < 8; j++)
+        lb[j] = (unsigned char)((uint64_t)h->n >> (8 * j));
+    if (write_full(fd, lb, 8) || write_full(fd, h->s, h->n))
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (nb[i] && st_write_tensor(fd, &t[i], nb[i]))
+            return -1;
+    return 0;
+}
+
+/* Where cdp_st_write puts the bytes: path itself (in place) or the
+ * temporary file tmp that is renamed onto path. */
+typedef struct st_output {
+    const char *path;
+    char *tmp;
+    int fd, in_place;
+} st_output;
+
+/* A character device or a FIFO, opened as it is. */
+static int st_output_open_in_place(st_output *o, char *err, size_t errlen)
+{
+    o->fd = open(o->path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (o->fd < 0)
+        return st_fail(err, errlen, o->path, "cannot open for writing: %s", strerror(errno));
+    return 0;
+}
+
+/* PATH.tmp.HOST.PID, recorded for cdp_st_discard_pending before it
+ * exists so that a signal cannot leave it behind. */
+static int st_output_create_tmp(st_output *o, char *err, size_t errlen)
+{
+    size_t tl = strlen(o->path) + 300;
+    o->tmp = malloc(tl);
+    if (!o->tmp)
+        return st_fail(err, errlen, o->path, "out of memory");
+    cdp_output_tmp_name(o->path, o->tmp, tl);
+    if (tl <= sizeof pending_tmp) {
+        memcpy(pending_tmp, o->tmp, tl);
+        pending_set = 1;
+    }
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0)
+        return st_fail(err, errlen, o->path, "cannot create %s: %s", o->tmp, strerror(errno));
+    return 0;
+}
+
+/* A regular file (or none): a temporary file, fsync, rename, so that a
+ * reader never sees half a file.  A character device or a FIFO: in place,
+ * never replaced (a rename would put a regular file where /dev/null was)
+ * and not synced (devices need not support fsync). */
+static int st_output_open(st_output *o, char *err, size_t errlen)
+{
+    const char *what;
+    const cdp_output_kind kind = cdp_output_kind_of(o->path, &what);
+    if (kind == CDP_OUTPUT_REFUSED)
+        return st_fail(err, errlen, o->path, "cannot write to %s", what);
+    o->in_place = kind == CDP_OUTPUT_IN_PLACE;
+    return o->in_place ? st_output_open_in_place(o, err, errlen)
+                       : st_output_create_tmp(o, err, errlen);
+}
+
+/* A write, fsync or close of the output failed with errno. */
+static int st_output_write_error(const st_output *o, char *err, size_t errlen)
+{
+    if (o->in_place)
+        return st_fail(err, errlen, o->path, "cannot write: %s", strerror(errno));
+    return st_fail(err, errlen, o->path, "cannot write %s: %s", o->tmp, strerror(errno));
+}
+
+/* The bytes are all written: sync and close, and put the temporary file
+ * in place of path. */
+static int st_output_commit(st_output *o, char *err, size_t errlen)
+{
+    if (!o->in_place && fsync(o->fd) != 0)
+        return st_output_write_error(o, err, errlen);
+    const int c = close(o->fd);
+    o->fd = -1;
+    if (c != 0)
+        return st_output_write_error(o, err, errlen);
+    if (o->in_place)
+        return 0;
+    pending_set = 0;
+    if (rename(o->tmp, o->path) != 0)
+        return st_fail(err, errlen, o->path, "cannot rename %s: %s", o->tmp, strerror(errno));
+    fsync_dir_of(o->path);
+    return 0;
+}
+
+/* After success or failure (rc): nothing left open, and a failed write
+ * leaves no temporary file. */
+static void st_output_end(st_output *o, int rc)
+{
+    pending_set = 0;
+    if (o->fd >= 0)
+        close(o->fd);
+    if (rc != 0 && o->tmp)
+        unlink(o->tmp);
+    free(o->tmp);
+}
+
 int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *const *metadata,
                  char *err, size_t errlen)
 {
@@ -671,187 +949,20 @@ int cdp_st_write(const char *path, const cdp_st_tensor *t, int n, const char *co
     uint64_t *nb = calloc((size_t)n + 1, sizeof *nb);
     if (!nb)
         return st_fail(err, errlen, path, "out of memory");
-    int rc = -1, fd = -1;
-    char *tmp = NULL;
     sbuf h = {NULL, 0, 0, 0};
-
-    for (int i = 0; i < n; i++) {
-        const cdp_st_tensor *x = &t[i];
-        int es = x->dtype ? dtype_size(x->dtype) : 0;
-        if (!x->name || strcmp(x->name, "__metadata__") == 0) {
-            st_fail(err, errlen, path, "invalid tensor name %s", x->name ? x->name : "(null)");
-            goto out;
-        }
-        if (!es || (strcmp(x->dtype, "F32") != 0 && strcmp(x->dtype, "I64") != 0)) {
-            st_fail(err, errlen, path, "tensor %s: unsupported dtype %s", x->name,
-                    x->dtype ? x->dtype : "(null)");
-            goto out;
-        }
-        int bad = x->ndim < 0 || x->ndim > 4;
-        for (int d = 0; !bad && d < x->ndim; d++)
-            bad = x->shape[d] < 0;
-        if (bad || shape_bytes(x->ndim, x->shape, es, &nb[i]) || nb[i] > (uint64_t)SIZE_MAX) {
-            st_fail(err, errlen, path, "tensor %s: invalid shape", x->name);
-            goto out;
-        }
-        if (nb[i] && !x->data) {
-            st_fail(err, errlen, path, "tensor %s: no data", x->name);
-            goto out;
-        }
-        for (int k = 0; k < i; k++)
-            if (strcmp(t[k].name, x->name) == 0) {
-                st_fail(err, errlen, path, "duplicate tensor name %s", x->name);
-                goto out;
-            }
-    }
-
-    /* Header. */
-    sb_str(&h, "{");
-    int first = 1;
-    if (metadata && metadata[0]) {
-        sb_str(&h, "\"__metadata__\":{");
-        for (int k = 0; metadata[k]; k += 2) {
-            if (!metadata[k + 1]) {
-                st_fail(err, errlen, path, "metadata %s has no value", metadata[k]);
-                goto out;
-            }
-            if (k)
-                sb_str(&h, ",");
-            sb_json(&h, metadata[k]);
-            sb_str(&h, ":");
-            sb_json(&h, metadata[k + 1]);
-        }
-        sb_str(&h, "}");
-        first = 0;
-    }
-    uint64_t off = 0;
-    for (int i = 0; i < n; i++) {
-        if (!first)
-            sb_str(&h, ",");
-        first = 0;
-        sb_json(&h, t[i].name);
-        sb_str(&h, ":{\"dtype\":\"");
-        sb_str(&h, t[i].dtype);
-        sb_str(&h, "\",\"shape\":[");
-        for (int d = 0; d < t[i].ndim; d++) {
-            if (d)
-                sb_str(&h, ",");
-            sb_u64(&h, (uint64_t)t[i].shape[d]);
-        }
-        sb_str(&h, "],\"data_offsets\":[");
-        sb_u64(&h, off);
-        sb_str(&h, ",");
-        if (nb[i] > (uint64_t)INT64_MAX - off) {
-            st_fail(err, errlen, path, "tensors too large");
-            goto out;
-        }
-        off += nb[i];
-        sb_u64(&h, off);
-        sb_str(&h, "]}");
-    }
-    sb_str(&h, "}");
-    while ((8 + h.n) % 8)
-        sb_str(&h, " ");
-    if (h.oom) {
-        st_fail(err, errlen, path, "out of memory");
-        goto out;
-    }
-    if ((uint64_t)h.n > ST_MAX_HEADER) {
-        st_fail(err, errlen, path, "header of %zu bytes exceeds the 100 MB limit", h.n);
-        goto out;
-    }
-    unsigned char lb[8];
-    for (int j = 0; j < 8; j++)
-        lb[j] = (unsigned char)((uint64_t)h.n >> (8 * j));
-
-    /* A regular file (or none): a temporary file, fsync, rename, so that
-     * a reader never sees half a file.  A character device or a FIFO: in
-     * place, never replaced (a rename would put a regular file where
-     * /dev/null was) and not synced (devices need not support fsync). */
-    const char *what;
-    const cdp_output_kind kind = cdp_output_kind_of(path, &what);
-    const int in_place = kind == CDP_OUTPUT_IN_PLACE;
-    if (kind == CDP_OUTPUT_REFUSED) {
-        st_fail(err, errlen, path, "cannot write to %s", what);
-        goto out;
-    }
-    if (in_place) {
-        fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
-        if (fd < 0) {
-            st_fail(err, errlen, path, "cannot open for writing: %s", strerror(errno));
-            goto out;
-        }
-    } else {
-        size_t tl = strlen(path) + 300;
-        tmp = malloc(tl);
-        if (!tmp) {
-            st_fail(err, errlen, path, "out of memory");
-            goto out;
-        }
-        cdp_output_tmp_name(path, tmp, tl);
-        if (tl <= sizeof pending_tmp) {
-            memcpy(pending_tmp, tmp, tl);
-            pending_set = 1;
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            st_fail(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
-            goto out;
-        }
-    }
-    if (write_full(fd, lb, 8) || write_full(fd, h.s, h.n))
-        goto werr;
-    for (int i = 0; i < n; i++) {
-        if (!nb[i])
-            continue;
-        if (host_is_le()) {
-            if (write_full(fd, t[i].data, (size_t)nb[i]))
-                goto werr;
-            continue;
-        }
-        int es = dtype_size(t[i].dtype);
-        unsigned char chunk[1 << 16];
-        for (size_t done = 0; done < nb[i];) {
-            size_t m = nb[i] - done < sizeof chunk ? (size_t)(nb[i] - done) : sizeof chunk;
-            memcpy(chunk, (const unsigned char *)t[i].data + done, m);
-            bswap_elems(chunk, m / (size_t)es, es);
-            if (write_full(fd, chunk, m))
-                goto werr;
-            done += m;
-        }
-    }
-    if (!in_place && fsync(fd) != 0)
-        goto werr;
-    {
-        int c = close(fd);
-        fd = -1;
-        if (c != 0)
-            goto werr;
-    }
-    if (in_place) {
-        rc = 0;
-        goto out;
-    }
-    pending_set = 0;
-    if (rename(tmp, path) != 0) {
-        st_fail(err, errlen, path, "cannot rename %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    fsync_dir_of(path);
-    rc = 0;
-    goto out;
-werr:
-    if (in_place)
-        st_fail(err, errlen, path, "cannot write: %s", strerror(errno));
-    else
-        st_fail(err, errlen, path, "cannot write %s: %s", tmp, strerror(errno));
-out:
-    pending_set = 0;
-    if (fd >= 0)
-        close(fd);
-    if (rc != 0 && tmp)
-        unlink(tmp);
-    free(tmp);
+    st_output o = {path, NULL, -1, 0};
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = st_check_tensor(t, i, &nb[i], path, err, errlen);
+    if (rc == 0)
+        rc = st_build_header(&h, t, n, nb, metadata, path, err, errlen);
+    if (rc == 0)
+        rc = st_output_open(&o, err, errlen);
+    if (rc == 0 && st_write_contents(o.fd, &h, t, n, nb) != 0)
+        rc = st_output_write_error(&o, err, errlen);
+    if (rc == 0)
+        rc = st_output_commit(&o, err, errlen);
+    st_output_end(&o, rc);
     free(h.s);
     free(nb);
     return rc;
