@@ -806,7 +806,7 @@ static int st_build_header(sbuf *h, const cdp_st_tensor *t, int n, const uint64_
             return -1;
     }
     sb_str(h, "}");
-    while ((8 + h->n) % 8)
+    while (!h->oom && (8 + h->n) % 8)   /* out of memory, h->n stops growing */
         sb_str(h, " ");
     if (h->oom)
         return st_fail(err, errlen, path, "out of memory");
