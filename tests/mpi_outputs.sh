@@ -63,6 +63,15 @@ if mknod "$TMP/blk" b 7 200 2>/dev/null; then
         fail "the block device became: $(stat -c %F "$TMP/blk")"
 fi
 
+# a directory that does not exist: refused at start, not after the training
+# whose result it was to hold (100000 steps would outlast one_error's 60 s)
+for o in --save-weights --checkpoint; do
+    one_error 2 "$o $TMP/absent/w.st: the directory $TMP/absent cannot take it" \
+        --data synthetic --steps 100000 --eval-every 0 $o "$TMP/absent/w.st"
+    grep -q "^epoch" "$TMP/one_error.out" && fail "$o into a missing directory: refused only after training" \
+        || pass "$o into a missing directory: refused before any step"
+done
+
 # --- writes that fail: a copy of /dev/full
 for o in --save-weights --checkpoint --metrics --trace; do
     one_error 2 "$TMP/full.*No space left on device" $common $o "$TMP/full"
