@@ -148,29 +148,29 @@ static int do_open(int (*real)(const char *, int, ...), const char *path, int fl
     return fd;
 }
 
+/* open's third argument, present only when a file may be created */
+static mode_t mode_arg(int flags, va_list ap)
+{
+    return flags & (O_CREAT | O_TMPFILE) ? (mode_t)va_arg(ap, int) : 0;
+}
+
 int open(const char *path, int flags, ...)
 {
     BIND(open);
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, flags);
+    const mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
     return do_open(REAL(open), path, flags, mode);
 }
 
 int open64(const char *path, int flags, ...)
 {
     BIND(open64);
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = (mode_t)va_arg(ap, int);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, flags);
+    const mode_t mode = mode_arg(flags, ap);
+    va_end(ap);
     return do_open(REAL(open64), path, flags, mode);
 }
 
@@ -187,37 +187,32 @@ int creat(const char *path, mode_t mode)
     return fd;
 }
 
+/* 1 when op on descriptor fd is the one to fail: errno is then set */
+static int fd_fails(const char *op, int fd)
+{
+    const char *p = tracked(fd);
+    if (!p || !due(op, p))
+        return 0;
+    errno = fail_errno();
+    return 1;
+}
+
 ssize_t write(int fd, const void *buf, size_t n)
 {
     BIND(write);
-    const char *p = tracked(fd);
-    if (p && due("write", p)) {
-        errno = fail_errno();
-        return -1;
-    }
-    return REAL(write)(fd, buf, n);
+    return fd_fails("write", fd) ? -1 : REAL(write)(fd, buf, n);
 }
 
 int fsync(int fd)
 {
     BIND(fsync);
-    const char *p = tracked(fd);
-    if (p && due("fsync", p)) {
-        errno = fail_errno();
-        return -1;
-    }
-    return REAL(fsync)(fd);
+    return fd_fails("fsync", fd) ? -1 : REAL(fsync)(fd);
 }
 
 int fdatasync(int fd)
 {
     BIND(fdatasync);
-    const char *p = tracked(fd);
-    if (p && due("fdatasync", p)) {
-        errno = fail_errno();
-        return -1;
-    }
-    return REAL(fdatasync)(fd);
+    return fd_fails("fdatasync", fd) ? -1 : REAL(fdatasync)(fd);
 }
 
 int close(int fd)
