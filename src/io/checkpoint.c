@@ -24,6 +24,7 @@
 #include "cdp/checkpoint.h"
 #include "cdp/ckpt.h"
 #include "cdp/strbuf.h"
+#include "ckpt_dir.h"
 
 #define CKPT_VERSION "2"
 
@@ -235,14 +236,20 @@ void cdp_checkpoint_name(const char *stem, int keep, int64_t step, char *out, si
 }
 
 /* The directory and the last component of stem. */
-static void split_stem(const char *stem, char *dir, size_t dn, const char **base)
+int cdp_ckpt_dir_open(const char *stem, char *dir, size_t dirlen, const char **base, DIR **d,
+                      char *err, size_t errlen)
 {
     const char *slash = strrchr(stem, '/');
     *base = slash ? slash + 1 : stem;
     if (!slash)
-        snprintf(dir, dn, ".");
+        snprintf(dir, dirlen, ".");
     else
-        snprintf(dir, dn, "%.*s", slash == stem ? 1 : (int)(slash - stem), stem);
+        snprintf(dir, dirlen, "%.*s", slash == stem ? 1 : (int)(slash - stem), stem);
+    *d = opendir(dir);
+    if (*d || errno == ENOENT)
+        return 0;
+    snprintf(err, errlen, "%s: cannot list the directory: %s", dir, strerror(errno));
+    return -1;
 }
 
 /* The step of a directory entry named base.step-DIGITS, else -1 (temporary
@@ -274,17 +281,14 @@ int cdp_checkpoint_list(const char *stem, cdp_checkpoint_file **files, size_t *c
 {
     char dir[4096];
     const char *base;
-    split_stem(stem, dir, sizeof dir, &base);
     *files = NULL;
     *count = 0;
     size_t cap = 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(err, errlen, "%s: cannot list the directory: %s", dir, strerror(errno));
+    DIR *d;
+    if (cdp_ckpt_dir_open(stem, dir, sizeof dir, &base, &d, err, errlen))
         return -1;
-    }
+    if (!d)   /* no directory: no checkpoint */
+        return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         int64_t step = -1;

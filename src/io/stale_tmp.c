@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "cdp/checkpoint.h"
 #include "cdp/output.h"
+#include "ckpt_dir.h"
 
 /* The length of the checkpoint name name starts with: base, or
  * base.step-DIGITS (1 to 18 digits, as cdp_checkpoint_list accepts), the
@@ -44,22 +45,16 @@ int cdp_checkpoint_clean_stale(const char *stem, char *msg, size_t msglen, char 
                                size_t errlen)
 {
     char dir[4096], me[256];
-    const char *slash = strrchr(stem, '/'), *base = slash ? slash + 1 : stem;
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == stem ? 1 : (int)(slash - stem), stem);
+    const char *base;
     msg[0] = '\0';
     /* without this host's name no file can be known to be this host's */
     if (cdp_output_host(me, sizeof me))
         return 0;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return 0;
-        snprintf(err, errlen, "%s: cannot list the directory: %s", dir, strerror(errno));
+    DIR *d;
+    if (cdp_ckpt_dir_open(stem, dir, sizeof dir, &base, &d, err, errlen))
         return -1;
-    }
+    if (!d)   /* no directory: nothing to clean */
+        return 0;
     char removed[2048] = "", kept[1024] = "", failed[1024] = "";
     int nremoved = 0, nkept = 0;
     double bytes = 0;
