@@ -240,20 +240,18 @@ static int check_numerics(trainer *r)
     return 0;
 }
 
-/* Schedule roles, backend, data, the model on the data, parameters (seed,
- * --init-weights, --resume), the executor, --metrics and the banner. */
-int train_prepare(trainer *r)
+/* The data first: a step that cannot fit it is refused before anything
+ * scales with N (the schedule, the executor).  Every rank must hold the
+ * same sizes and, across ranks, the same bytes. */
+static int prepare_data(trainer *r)
 {
     const cdp_options *o = &r->o;
-    int bad;
-    /* the data first: a step that cannot fit it is refused before anything
-     * scales with N (the schedule, the executor) */
     /* plain synthetic takes the model's input size when an mlp: names it */
-    bad = cdp_data_open(o->data, o->data_dir, o->seed, (int64_t)r->N * o->batch,
-                        strncmp(o->model, "mlp:", 4) ? 0 : cdp_model_in(&r->model), &r->data,
-                        r->err, sizeof r->err) ||
-          cdp_data_set_transforms(&r->data, &o->augment, o->norm_count, o->norm_mean, o->norm_std,
-                                  r->err, sizeof r->err);
+    int bad = cdp_data_open(o->data, o->data_dir, o->seed, (int64_t)r->N * o->batch,
+                            strncmp(o->model, "mlp:", 4) ? 0 : cdp_model_in(&r->model), &r->data,
+                            r->err, sizeof r->err) ||
+              cdp_data_set_transforms(&r->data, &o->augment, o->norm_count, o->norm_mean,
+                                      o->norm_std, r->err, sizeof r->err);
     FAIL_IF(bad, r->err);
     int64_t d[3] = { r->data.train.n, r->data.test.n, r->data.train.dim }, dmin[3], dmax[3];
     MPI_Allreduce(d, dmin, 3, MPI_INT64_T, MPI_MIN, r->comm->comm);
@@ -278,21 +276,21 @@ int train_prepare(trainer *r)
     FAIL_IF(r->spe < 1, r->err);
     r->total = o->steps ? o->steps : (int64_t)o->epochs * r->spe;
     r->nepochs = (int)((r->total + r->spe - 1) / r->spe);
+    return 0;
+}
 
-    /* configuration errors the schedule would find, before the executor; the
-     * one-step schedule also tells the executor which stages this rank holds */
-    r->sc.K = 1;
-    bad = cdp_schedule_build(&r->sc, r->comm->rank, &r->roles, r->err, sizeof r->err);
-    FAIL_IF(bad, r->err);
-    r->have_roles = 1;
-
-    const char *why = "--threads";
-    r->threads = o->threads ? o->threads : default_threads(r->comm, &why);
+/* The threads, the backend and its arithmetic, and the agreement of every
+ * rank on the numerics; *why says where the thread count came from. */
+static int prepare_backend(trainer *r, const char **why)
+{
+    const cdp_options *o = &r->o;
+    *why = "--threads";
+    r->threads = o->threads ? o->threads : default_threads(r->comm, why);
     const char *omp = cdp_cpu_rejected_omp_threads();
     if (omp && r->root)   /* after libgomp's own terse warning, what it means here */
         fprintf(stderr, "cdp_run: warning: OMP_NUM_THREADS=%.40s is not a thread count (a "
                 "positive integer): ignored, %d thread%s per rank (%s)\n", omp, r->threads,
-                r->threads == 1 ? "" : "s", why);
+                r->threads == 1 ? "" : "s", *why);
     if (!strcmp(o->backend, "cuda")) {
         r->be = cdp_backend_cuda(r->comm->local_rank, r->err, sizeof r->err);
     } else {
@@ -312,13 +310,17 @@ int train_prepare(trainer *r)
     if (o->flush_denormals) {
         /* after cdp_backend_cpu, which sized the OpenMP pool the mode must
          * reach (options.c refuses it with another backend) */
-        bad = cdp_cpu_flush_denormals(r->err, sizeof r->err);
-        FAIL_IF(bad, r->err);
+        FAIL_IF(cdp_cpu_flush_denormals(r->err, sizeof r->err), r->err);
     }
-    bad = check_numerics(r);
-    if (bad)
-        return bad;
+    return check_numerics(r);
+}
 
+/* The model on the data's shape and classes, its host copies and initial
+ * parameters (seed, then --init-weights); *opt the optimizer of the run. */
+static int prepare_model(trainer *r, cdp_optim *optp)
+{
+    const cdp_options *o = &r->o;
+    int bad;
     /* the model on the data's shape and classes */
     cdp_model_free(&r->model);
     r->have_model = 0;
@@ -369,14 +371,21 @@ int train_prepare(trainer *r)
         FAIL_IF(bad, r->err);
     }
     memcpy(r->init_params, r->params, n * sizeof(float));
+    *optp = opt;
+    return 0;
+}
 
+/* The executor, the --metrics file, and --layer-times' table. */
+static int prepare_exec(trainer *r, const cdp_optim *opt)
+{
+    const cdp_options *o = &r->o;
     if (o->layer_times) {
         FAIL_IF(cdp_layer_times_init(&r->lt, &r->model), "out of memory for --layer-times");
         r->model.times = &r->lt;
     }
     r->xc = (cdp_exec_config){
         .model = &r->model, .be = r->be, .comm = r->comm, .N = r->N, .B = o->batch,
-        .optim = opt,
+        .optim = *opt,
         .train = &r->data.train, .seed = o->seed, .shuffle = o->shuffle,
         .trace = o->trace[0] != 0, .roles = &r->roles,
     };
@@ -389,60 +398,90 @@ int train_prepare(trainer *r)
             snprintf(r->err, sizeof r->err, "--metrics %.900s: %s", o->metrics, strerror(errno));
     }
     FAIL_IF(r->root && o->metrics[0] && !r->metrics, r->err);
+    return 0;
+}
 
-    if (r->root && !o->quiet) {
-        /* short lines: a terminal of 100 columns shows them whole */
-        printf("cdp %s: %s, rule %s, framework %s\n", PACKAGE_VERSION, o->model,
-               cdp_rule_name(o->rule), cdp_framework_name(o->framework));
-        printf("  %d rank%s x %d thread%s (%s), N=%d workers x B=%d, L=%d stages\n", r->P,
-               r->P > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", why, r->N, o->batch,
-               r->L);
-        printf("  data %s: %lld train, %lld test; %lld steps/epoch, %lld steps\n", r->data.name,
-               (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
-               (long long)r->total);
-        print_wrapped("  backend ", r->be->describe(), 100);
-        cdp_preflight_print_hosts(stdout, &r->pf, r->comm);
-        if (o->flush_denormals)
-            printf("  arithmetic: denormal floats flushed to zero (--flush-denormals)\n");
-        /* SGD with step decay and no warm-up: the banner of before them */
-        const cdp_optim *op = &r->xc.optim;
-        if (op->kind != CDP_OPTIM_SGD || op->schedule != CDP_LR_STEP || op->warmup_steps) {
-            if (op->kind == CDP_OPTIM_ADAMW)
-                printf("  optimizer adamw: lr %g, betas %g,%g, eps %g, weight decay %g; ", op->lr,
-                       op->beta1, op->beta2, op->eps, op->weight_decay);
-            else
-                printf("  optimizer sgd: lr %g, momentum %g, weight decay %g; ", op->lr,
-                       op->momentum, op->weight_decay);
-            printf("lr schedule %s, warm-up %lld steps\n", cdp_lr_schedule_name(op->schedule),
-                   (long long)op->warmup_steps);
-        }
-        fflush(stdout);
+/* Rank 0's opening lines: what runs, where, on what. */
+static void print_banner(const trainer *r, const char *why)
+{
+    const cdp_options *o = &r->o;
+    /* short lines: a terminal of 100 columns shows them whole */
+    printf("cdp %s: %s, rule %s, framework %s\n", PACKAGE_VERSION, o->model,
+           cdp_rule_name(o->rule), cdp_framework_name(o->framework));
+    printf("  %d rank%s x %d thread%s (%s), N=%d workers x B=%d, L=%d stages\n", r->P,
+           r->P > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", why, r->N, o->batch,
+           r->L);
+    printf("  data %s: %lld train, %lld test; %lld steps/epoch, %lld steps\n", r->data.name,
+           (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
+           (long long)r->total);
+    print_wrapped("  backend ", r->be->describe(), 100);
+    cdp_preflight_print_hosts(stdout, &r->pf, r->comm);
+    if (o->flush_denormals)
+        printf("  arithmetic: denormal floats flushed to zero (--flush-denormals)\n");
+    /* SGD with step decay and no warm-up: the banner of before them */
+    const cdp_optim *op = &r->xc.optim;
+    if (op->kind != CDP_OPTIM_SGD || op->schedule != CDP_LR_STEP || op->warmup_steps) {
+        if (op->kind == CDP_OPTIM_ADAMW)
+            printf("  optimizer adamw: lr %g, betas %g,%g, eps %g, weight decay %g; ", op->lr,
+                   op->beta1, op->beta2, op->eps, op->weight_decay);
+        else
+            printf("  optimizer sgd: lr %g, momentum %g, weight decay %g; ", op->lr,
+                   op->momentum, op->weight_decay);
+        printf("lr schedule %s, warm-up %lld steps\n", cdp_lr_schedule_name(op->schedule),
+               (long long)op->warmup_steps);
     }
+    fflush(stdout);
+}
 
+/* --resume: rank 0 reads the checkpoint, every rank takes its stages: the
+ * state is per stage, so any framework on any number of ranks resumes it. */
+static int resume(trainer *r)
+{
+    const cdp_options *o = &r->o;
+    const size_t n = r->model.nparams;
+    const int nstate = cdp_optim_state_buffers(&r->xc.optim);
+    char path[4200];
+    int bad = r->root ? read_checkpoint(r, path, sizeof path) : 0;
+    if (!bad && r->root && r->k > r->total)
+        snprintf(r->err, sizeof r->err, "%.900s: checkpoint at step %lld is past the end of "
+                 "this run (%lld steps)", path, (long long)r->k, (long long)r->total),
+            bad = 1;
+    FAIL_IF(bad, r->err);
+    MPI_Bcast(&r->k, 1, MPI_INT64_T, 0, r->comm->comm);
+    bcast_floats(r->comm->comm, r->params, n);
+    bcast_floats(r->comm->comm, r->prev_params, n);
+    bcast_floats(r->comm->comm, r->optim_state, (size_t)nstate * n);
+    cdp_exec_set_state(r->x, r->k, r->params, r->k > 0 ? r->prev_params : NULL,
+                       r->optim_state);
+    if (r->root && !o->quiet)
+        printf("resumed from %s at step %lld\n", path, (long long)r->k);
+    return 0;
+}
+
+/* Schedule roles, backend, data, the model on the data, parameters (seed,
+ * --init-weights, --resume), the executor, --metrics and the banner. */
+int train_prepare(trainer *r)
+{
+    const cdp_options *o = &r->o;
+    const char *why;
+    cdp_optim opt;
+    int bad = prepare_data(r);
+    if (bad)
+        return bad;
+    /* configuration errors the schedule would find, before the executor; the
+     * one-step schedule also tells the executor which stages this rank holds */
+    r->sc.K = 1;
+    bad = cdp_schedule_build(&r->sc, r->comm->rank, &r->roles, r->err, sizeof r->err);
+    FAIL_IF(bad, r->err);
+    r->have_roles = 1;
+    if ((bad = prepare_backend(r, &why)) || (bad = prepare_model(r, &opt)) ||
+        (bad = prepare_exec(r, &opt)))
+        return bad;
+    if (r->root && !o->quiet)
+        print_banner(r, why);
     cdp_options numerics = *o;
     numerics.workers = r->N;
     r->numerics_hash = cdp_options_numerics_hash(&numerics);
     cdp_options_numerics_text(&numerics, r->numerics_text, sizeof r->numerics_text);
-    if (o->resume[0]) {
-        /* rank 0 reads the checkpoint, every rank takes its stages: the
-         * state is per stage, so any framework on any number of ranks
-         * resumes it */
-        char path[4200];
-        bad = r->root ? read_checkpoint(r, path, sizeof path) : 0;
-        if (!bad && r->root && r->k > r->total)
-            snprintf(r->err, sizeof r->err, "%.900s: checkpoint at step %lld is past the end of "
-                     "this run (%lld steps)", path, (long long)r->k, (long long)r->total),
-                bad = 1;
-        FAIL_IF(bad, r->err);
-        MPI_Bcast(&r->k, 1, MPI_INT64_T, 0, r->comm->comm);
-        bcast_floats(r->comm->comm, r->params, n);
-        bcast_floats(r->comm->comm, r->prev_params, n);
-        bcast_floats(r->comm->comm, r->optim_state, (size_t)nstate * n);
-        cdp_exec_set_state(r->x, r->k, r->params, r->k > 0 ? r->prev_params : NULL,
-                           r->optim_state);
-        if (r->root && !o->quiet)
-            printf("resumed from %s at step %lld\n", path, (long long)r->k);
-    }
-    return 0;
+    return o->resume[0] ? resume(r) : 0;
 }
-
