@@ -14,6 +14,13 @@ echo "$out" | grep -A1 "^evaluating on 2048 test samples$" | grep -q "^epoch 1/1
     || fail "no evaluation line, or an epoch line without its part: $(echo "$out" | grep -v '^ ')"
 out=$(run 2 $base 2>&1) || fail "2-rank run: $out"
 echo "$out" | grep -q "^summary: .*, 2 ranks, " && pass "summary: 2 ranks" || fail "summary: $(echo "$out" | grep summary)"
+# --deterministic says what it changes: the dp ring, nothing under a cdp rule
+out=$(run 1 $base --rule cdp-v1 --deterministic 2>&1) || fail "cdp-v1 --deterministic: $out"
+echo "$out" | grep -q "^  --deterministic: nothing to change" && pass "--deterministic under cdp-v1: said to change nothing" \
+    || fail "--deterministic under cdp-v1: no banner line: $(echo "$out" | grep -- deterministic)"
+out=$(run 1 $base --rule dp --deterministic 2>&1) || fail "dp --deterministic: $out"
+echo "$out" | grep -q "^  --deterministic: gradients summed in worker order" && pass "--deterministic under dp: the ring named" \
+    || fail "--deterministic under dp: $(echo "$out" | grep -- deterministic)"
 # --quiet prints what README and --help say: one line, accuracy and step time
 out=$(run 2 $base --quiet 2>/dev/null) || fail "--quiet run: $out"
 [ "$(echo "$out" | grep -c .)" -eq 1 ] && echo "$out" | grep -qE '^test_accuracy [0-9.]+ step_time_s [0-9.]+$' \

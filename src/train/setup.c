@@ -418,6 +418,10 @@ static void print_banner(const trainer *r, const char *why)
     cdp_preflight_print_hosts(stdout, &r->pf, r->comm);
     if (o->flush_denormals)
         printf("  arithmetic: denormal floats flushed to zero (--flush-denormals)\n");
+    if (o->deterministic)   /* what it changes, so that nobody reads more into it */
+        printf("  --deterministic: %s\n", o->rule == CDP_RULE_DP
+                   ? "gradients summed in worker order around the ring (no MPI_Allreduce)"
+                   : "nothing to change: cdp-v1 and cdp-v2 always sum in worker order");
     /* SGD with step decay and no warm-up: the banner of before them */
     const cdp_optim *op = &r->xc.optim;
     if (op->kind != CDP_OPTIM_SGD || op->schedule != CDP_LR_STEP || op->warmup_steps) {
