@@ -6,8 +6,8 @@
 #define CDP_TRAIN_H
 
 #include <signal.h>
-#include "cdp/comm.h"
-#include "cdp/options.h"
+#include "exec/comm.h"
+#include "run/options.h"
 
 /* Runs the job of o; collective.  stop: the stop signal caught so far (0
  * none), read at segment boundaries: every rank stops at the same one,

@@ -10,12 +10,12 @@
 #include <string.h>
 #include <mpi.h>
 #include "config.h"
-#include "cdp/backend.h"
-#include "cdp/ckpt.h"
-#include "cdp/comm.h"
-#include "cdp/model.h"
-#include "cdp/options.h"
-#include "cdp/preflight.h"
+#include "backend/backend.h"
+#include "io/safetensors.h"
+#include "exec/comm.h"
+#include "models/model.h"
+#include "run/options.h"
+#include "run/preflight.h"
 #include "cdp/train.h"
 
 static cdp_comm comm;

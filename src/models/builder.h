@@ -4,7 +4,7 @@
 #define CDP_MODELS_BUILDER_H
 
 #include <stddef.h>
-#include "cdp/model.h"
+#include "models/model.h"
 
 typedef struct mb {
     cdp_model *m;
@@ -38,7 +38,7 @@ int mb_maxpool(mb *b, int in, int k, int stride, int pad);
 int mb_avgpool(mb *b, int in);
 int mb_flatten(mb *b, int in);
 int mb_add(mb *b, int x, int y);
-/* Tokens [T, 1, D] (cdp/nn.h) */
+/* Tokens [T, 1, D] (nn/nn.h) */
 int mb_linear_tokens(mb *b, const char *name, int in, int out_features);
 int mb_layernorm(mb *b, const char *name, int in, float eps);
 int mb_gelu(mb *b, int in);

@@ -1,7 +1,7 @@
 /* The model: building it from its spec (the family's builder makes the
  * layer graph, graph.c), cutting its blocks into stages balanced by FLOPs,
  * and laying out every stage's parameters, activations and workspace
- * (cdp/model.h). */
+ * (models/model.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

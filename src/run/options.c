@@ -6,11 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "cdp/model.h"
-#include "cdp/optim.h"
-#include "cdp/options.h"
-#include "cdp/output.h"
-#include "cdp/rng.h"
+#include "models/model.h"
+#include "optim/optim.h"
+#include "run/options.h"
+#include "io/output.h"
+#include "util/rng.h"
 
 void cdp_options_defaults(cdp_options *o)
 {
@@ -748,7 +748,7 @@ int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
         if (!out[i].path[0])
             continue;
-        /* what the path names decides how it is written (cdp/output.h) */
+        /* what the path names decides how it is written (io/output.h) */
         const char *what;
         const cdp_output_kind kind = cdp_output_kind_of(out[i].path, &what);
         if (kind == CDP_OUTPUT_REFUSED) {

@@ -2,7 +2,7 @@
  * and which message the job prints for it. */
 #include <stdio.h>
 #include <mpi.h>
-#include "cdp/comm.h"
+#include "exec/comm.h"
 #include "cdp/train.h"
 
 /* 1 when any rank failed; the lowest failing rank prints its message,

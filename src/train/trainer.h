@@ -6,16 +6,16 @@
 #include <signal.h>
 #include <stdio.h>
 #include <mpi.h>
-#include "cdp/checkpoint.h"
-#include "cdp/comm.h"
-#include "cdp/data.h"
-#include "cdp/exec.h"
-#include "cdp/layer_times.h"
-#include "cdp/model.h"
-#include "cdp/options.h"
-#include "cdp/preflight.h"
-#include "cdp/report.h"
-#include "cdp/schedule.h"
+#include "io/checkpoint.h"
+#include "exec/comm.h"
+#include "io/data.h"
+#include "exec/exec.h"
+#include "models/layer_times.h"
+#include "models/model.h"
+#include "run/options.h"
+#include "run/preflight.h"
+#include "run/report.h"
+#include "sched/schedule.h"
 #include "cdp/train.h"
 
 /* Everything the phases hand on to each other. */

@@ -1,4 +1,4 @@
-/* The model: layers (cdp/nn.h) strung into blocks, blocks cut into L
+/* The model: layers (nn/nn.h) strung into blocks, blocks cut into L
  * contiguous stages, and the stage API the executor and the reference use.
  *
  * A block is a small graph of layers with one input and one output tensor
@@ -28,9 +28,9 @@
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/backend.h"
-#include "cdp/nn.h"
-#include "cdp/optim.h"
+#include "backend/backend.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
 
 #define CDP_MAX_LAYERS 64      /* Linear layers of an mlp: spec */
 #define CDP_MAX_STAGES 256

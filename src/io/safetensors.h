@@ -11,11 +11,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/model.h"
+#include "models/model.h"
 
 /* Writes the model's tensors (host memory, layout of cdp_model) to path,
  * atomically (temporary file + rename; a character device or a FIFO in
- * place, cdp/output.h); BatchNorm's num_batches_tracked is
+ * place, io/output.h); BatchNorm's num_batches_tracked is
  * `updates`.  metadata: NULL or a NULL-terminated
  * list of key, value string pairs for "__metadata__".  0 or -1 with err. */
 int cdp_save_weights(const char *path, const cdp_model *m, const float *host_params,

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 /* Shape of one sample: channels x height x width (features: c x 1 x 1;
  * tokens [T, D]: T x 1 x D, so that memory is PyTorch's [B, T, D]). */
@@ -28,7 +28,7 @@ static inline size_t cdp_shape_n(cdp_shape s)
 
 typedef enum cdp_layer_kind {
 #define CDP_LAYER_KIND(KIND, ops) CDP_LAYER_##KIND,
-#include "cdp/layer_kinds.def"
+#include "nn/layer_kinds.def"
 #undef CDP_LAYER_KIND
     CDP_LAYER_KINDS
 } cdp_layer_kind;
