@@ -22,12 +22,13 @@
  * non-zero term per element), and the update combines them in worker
  * order (doc/reference.md section 3.5) into the new running statistics.  Stages without
  * BatchNorm have no buffers and no tail. */
-#ifndef CDP_MODEL_H
-#define CDP_MODEL_H
+#ifndef CDP_MODELS_MODEL_H
+#define CDP_MODELS_MODEL_H
 
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "cdp/model.h"
 #include "backend/backend.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -71,7 +72,8 @@ typedef struct cdp_stage_plan {
     int reads_act;                /* cdp_stage_bwd_reads_act */
 } cdp_stage_plan;
 
-typedef struct cdp_model {
+/* The model the public API hands out as an opaque cdp_model. */
+struct cdp_model {
     char name[64];                /* "mlp:784-256-128-10", "resnet20", ... */
     cdp_shape input;
     int classes;
@@ -96,7 +98,7 @@ typedef struct cdp_model {
     cdp_tensor_info *tensors;     /* the file's tensors, in file order */
     size_t conv_ws_max_ps;        /* (informational) */
     struct cdp_layer_times *times; /* --layer-times: filled by the stage functions; NULL: off */
-} cdp_model;
+};
 
 /* What the cut of blocks into stages balances. */
 typedef enum cdp_balance {
@@ -142,10 +144,8 @@ const char *cdp_model_forms(void);
 /* The table of models, one per line: name, family, input, what it is. */
 void cdp_model_list(FILE *f);
 
-/* Initialisation of every tensor (PyTorch's distributions), from seed
- * (counter-based: identical on every rank).  The j-th tensor of the file
- * draws from stream j. */
-void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params);
+/* cdp_model_init (cdp/model.h): the j-th tensor of the file draws from
+ * stream j of the counter-based generator. */
 
 /* 0 when every layer can train on a step of N micro-batches of B samples
  * (a BatchNorm needs two values per channel: with one, its running
@@ -166,8 +166,6 @@ int cdp_stage_out(const cdp_model *m, int l);
 int cdp_model_in(const cdp_model *m);
 /* FLOPs of forward + backward of stage l for B samples. */
 double cdp_stage_flops(const cdp_model *m, int l, int B);
-/* Parameters (trainable and buffers) of the whole model, without padding. */
-size_t cdp_model_param_count(const cdp_model *m);
 
 /* Forward of stage l for one micro-batch: x [B, in] -> act.  On the last
  * stage the loss is computed too: the logits are replaced by dLoss/dlogits

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <mpi.h>
 #include "exec/comm.h"
-#include "cdp/train.h"
+#include "trainer.h"
 
 /* 1 when any rank failed; the lowest failing rank prints its message,
  * naming its host when the job spans hosts and not every rank failed (the

@@ -52,7 +52,8 @@ static void release(trainer *r)
 
 int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t *stop)
 {
-    static trainer r;   /* zeroed; one run per process */
+    static trainer r;   /* static: large; zeroed for each job */
+    memset(&r, 0, sizeof r);
     r.comm = comm;
     r.stop = stop;
     r.o = *o;

@@ -1,5 +1,5 @@
-/* Internal to src/train: the state the trainer's phases hand on to each
- * other (one struct, one run), and what the phases share. */
+/* Internal to src/train: the trainer's entry, the state its phases hand on
+ * to each other (one struct, one run), and what the phases share. */
 #ifndef CDP_TRAIN_TRAINER_H
 #define CDP_TRAIN_TRAINER_H
 
@@ -16,7 +16,19 @@
 #include "run/preflight.h"
 #include "run/report.h"
 #include "sched/schedule.h"
-#include "cdp/train.h"
+
+/* Runs the job of o (options parsed and the same on every rank: job.c's
+ * cdp_train_main does that); collective.  stop: the stop signal caught so
+ * far (0 none), read at segment boundaries: every rank stops at the same
+ * one, with a checkpoint when --checkpoint is given.  Returns the exit
+ * status: 0 done, 1 an error (said once, by the lowest failing rank), 3
+ * diverged, 128 + the signal when stopped. */
+int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t *stop);
+
+/* Collective: 1 when failed on any rank, whose message the lowest such
+ * rank prints as "cdp_run: error: ..." (naming its host when the job spans
+ * hosts and not every rank failed). */
+int cdp_train_failed(cdp_comm *comm, int failed, const char *msg);
 
 /* Everything the phases hand on to each other. */
 typedef struct trainer {
