@@ -49,7 +49,7 @@
 #include <omp.h>
 #endif
 
-#include "cdp/model.h"
+#include "models/model.h"
 #include "bench_util.h"
 
 /* which dimension carries the samples (what --split cuts) */

@@ -46,7 +46,7 @@
 #include <time.h>
 #include <cblas.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 #include "bench_util.h"
 

@@ -170,7 +170,7 @@ run_bound() {
 bound_bin=
 if [ "${NO_BOUND:-0}" != 1 ]; then
     if [ -e "$BUILD/.libs/libcdp.so" ] &&
-       gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$here/../include" "$here/conv_gemm_bound.c" \
+       gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$here/../include" -I"$here/../src" "$here/conv_gemm_bound.c" \
            -o "$tmp/conv_gemm_bound" -L"$BUILD/.libs" -lcdp -Wl,-rpath,"$BUILD/.libs" \
            -lopenblas -lm 2>"$tmp/bound_build.log"; then
         bound_bin=$tmp/conv_gemm_bound

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/checkpoint.h"
-#include "cdp/ckpt.h"
-#include "cdp/model.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "models/model.h"
 #include "fuzz_common.h"
 
 static cdp_model model;

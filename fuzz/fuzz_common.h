@@ -73,7 +73,7 @@ static void fuzz_check_err(int rc, const char *err)
     }
 }
 
-#ifdef CDP_MODEL_H
+#ifdef CDP_MODELS_MODEL_H
 /* The model of the seed weights and checkpoints (fuzz/seeds.sh). */
 static void fuzz_model(cdp_model *m)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/json.h"
+#include "io/json.h"
 #include "fuzz_common.h"
 
 static size_t walk(const cdp_json *v, int depth)

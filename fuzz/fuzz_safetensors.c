@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/ckpt.h"
-#include "cdp/model.h"
+#include "io/safetensors.h"
+#include "models/model.h"
 #include "fuzz_common.h"
 
 static cdp_model model;

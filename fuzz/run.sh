@@ -61,10 +61,10 @@ for f in $lib; do
 done
 for f in $lib; do
     o="$build/$(basename "$f" .c).o"
-    echo "$CC $flags -fsanitize=fuzzer-no-link,address,undefined -I$src/include -c $src/$f -o $o"
+    echo "$CC $flags -fsanitize=fuzzer-no-link,address,undefined -I$src/include -I$src/src -c $src/$f -o $o"
 done | xargs -P "$(nproc)" -I{} sh -c '{}'
 for h in $harnesses; do
-    "$CC" $flags -fsanitize=fuzzer,address,undefined -I"$src/include" "$src/fuzz/fuzz_$h.c" \
+    "$CC" $flags -fsanitize=fuzzer,address,undefined -I"$src/include" -I"$src/src" "$src/fuzz/fuzz_$h.c" \
         $objs -lz -lm -o "$build/fuzz_$h"
 done
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 /* n floats, 64-byte aligned and zeroed, with 64 bytes of slack past the
  * end (a vectorised kernel may read a vector beyond a ragged last row) */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mpi.h>
-#include "cdp/comm.h"
-#include "cdp/preflight.h"
+#include "exec/comm.h"
+#include "run/preflight.h"
 
 int main(int argc, char **argv)
 {

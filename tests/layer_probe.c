@@ -44,8 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/backend.h"
-#include "cdp/nn.h"
+#include "backend/backend.h"
+#include "nn/nn.h"
 
 enum { DT_F32, DT_I32, DT_F64, DT_BYTES };
 static const size_t dt_size[] = {4, 4, 8, 1};

@@ -5,7 +5,7 @@
 #define CDP_TESTS_MLP_VIEW_H
 
 #include <stdlib.h>
-#include "cdp/model.h"
+#include "models/model.h"
 
 typedef struct mlp_view {
     int nlayers;

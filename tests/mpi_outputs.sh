@@ -1,5 +1,5 @@
 #!/bin/sh
-# What an output path names decides how it is written (include/cdp/output.h),
+# What an output path names decides how it is written (src/io/output.h),
 # and every write is checked.
 #  - A character device or a FIFO is written in place: --save-weights and
 #    --checkpoint wrote PATH.tmp.PID and renamed it onto PATH, so a device

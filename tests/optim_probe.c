@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/backend.h"
-#include "cdp/optim.h"
+#include "backend/backend.h"
+#include "optim/optim.h"
 
 int main(int argc, char **argv)
 {

@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/ckpt.h"
-#include "cdp/model.h"
-#include "cdp/reference.h"
+#include "io/safetensors.h"
+#include "models/model.h"
+#include "exec/reference.h"
 
 int main(int argc, char **argv)
 {

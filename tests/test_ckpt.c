@@ -1,4 +1,4 @@
-/* Tests of the safetensors weight files (cdp/ckpt.h) and the JSON module. */
+/* Tests of the safetensors weight files (io/safetensors.h) and the JSON module. */
 #include <check.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cdp/checkpoint.h"
-#include "cdp/ckpt.h"
-#include "cdp/json.h"
-#include "cdp/output.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "io/json.h"
+#include "io/output.h"
 #include "check_run.h"
 
 static char g_dir[64];

@@ -2,11 +2,11 @@
  * synthetic data, the epoch permutation, cdp_data_load / cdp_data_open
  * (shapes, per-kind directories), the batcher's augmentation, the
  * normalisation, and the data options of the option parser. */
-#include "cdp/backend.h"
-#include "cdp/batch.h"
-#include "cdp/data.h"
-#include "cdp/options.h"
-#include "cdp/rng.h"
+#include "backend/backend.h"
+#include "io/batch.h"
+#include "io/data.h"
+#include "run/options.h"
+#include "util/rng.h"
 
 #include <check.h>
 #include <ctype.h>

@@ -9,7 +9,7 @@
 #include <float.h>
 #include <omp.h>
 #include <stdlib.h>
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "check_run.h"
 
 #define TEAM_MAX 64

@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/backend.h"
-#include "cdp/optim.h"
+#include "backend/backend.h"
+#include "optim/optim.h"
 
 #define SKIP_CODE 77
 

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/backend.h"
-#include "cdp/model.h"
+#include "backend/backend.h"
+#include "models/model.h"
 #include "mlp_view.h"
-#include "cdp/rng.h"
+#include "util/rng.h"
 #include "check_util.h"
 #include "check_run.h"
 
@@ -84,7 +84,7 @@ static double xent_d(int B, int C, const double *z, const int32_t *lab)
 
 /* ------------------------------------------------------------ hand values */
 
-/* Every kernel of cdp/backend_kernels.def is in the CPU table, and the
+/* Every kernel of backend/backend_kernels.def is in the CPU table, and the
  * start-up check names the first one a backend lacks. */
 START_TEST(table_complete)
 {
@@ -955,7 +955,7 @@ START_TEST(model_bad_specs)
 }
 END_TEST
 
-/* Every kind of cdp/layer_kinds.def has an ops table whose flags agree with
+/* Every kind of nn/layer_kinds.def has an ops table whose flags agree with
  * what models/ and the executor do with them. */
 START_TEST(layer_table)
 {

@@ -42,10 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/backend.h"
-#include "cdp/clock.h"
-#include "cdp/model.h"
-#include "cdp/rng.h"
+#include "backend/backend.h"
+#include "util/clock.h"
+#include "models/model.h"
+#include "util/rng.h"
 #include "check_util.h"
 #include "ref_norm.h"
 #include "check_run.h"

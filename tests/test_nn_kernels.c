@@ -42,8 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/backend.h"
-#include "cdp/rng.h"
+#include "backend/backend.h"
+#include "util/rng.h"
 #include "check_util.h"
 #include "../src/cpu/cpu_internal.h"   /* cdp_cpu_conv_direct*: the path switches */
 #include "ref_norm.h"

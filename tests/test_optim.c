@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/backend.h"
-#include "cdp/optim.h"
-#include "cdp/options.h"
+#include "backend/backend.h"
+#include "optim/optim.h"
+#include "run/options.h"
 #include "check_run.h"
 
 /* cdp_sgd_lr as it was before the optimizer description: the step schedule

@@ -5,12 +5,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/backend.h"
-#include "cdp/batch.h"
-#include "cdp/data.h"
-#include "cdp/model.h"
+#include "backend/backend.h"
+#include "io/batch.h"
+#include "io/data.h"
+#include "models/model.h"
 #include "mlp_view.h"
-#include "cdp/reference.h"
+#include "exec/reference.h"
 #include "check_run.h"
 
 /* one micro-batch: loss gradient of the whole MLP into g (layout of cdp_model),

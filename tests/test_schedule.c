@@ -8,7 +8,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/schedule.h"
+#include "sched/schedule.h"
 #include "check_run.h"
 
 /* qsort as libcdp sees it: the C library's, counting the calls with a null

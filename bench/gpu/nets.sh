@@ -97,7 +97,7 @@ done
 # -- the SGEMM bound of each (model, micro-batch) from conv_gemm_bound --list
 # (last: the comparison with PyTorch matters more, if the phase runs out of time)
 # shellcheck disable=SC2046  # the flags are words
-${CC_HOST:-gcc} -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$SRC/include" $(mk OPENBLAS_CFLAGS) "$SRC/bench/conv_gemm_bound.c" \
+${CC_HOST:-gcc} -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$SRC/include" -I"$SRC/src" $(mk OPENBLAS_CFLAGS) "$SRC/bench/conv_gemm_bound.c" \
     -o "$tmp/cgb" -L"$BUILD/.libs" -lcdp -Wl,-rpath,"$BUILD/.libs" $(mk OPENBLAS_LIBS) -lm \
     >"$tmp/cc.log" 2>&1 || { echo "conv_gemm_bound.c does not build:"; cat "$tmp/cc.log"; }
 lists=()

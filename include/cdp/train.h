@@ -1,24 +1,42 @@
-/* The trainer: one training job of cdp_run, on every rank of comm, once
- * its options are parsed and the same on every rank (cdp_run's main does
- * that).  Its phases: the model and --plan, the preparation (backend,
- * data, parameters, executor), the epochs, the results. */
-#ifndef CDP_TRAIN_H
-#define CDP_TRAIN_H
+/* cdp's public API: training.
+ *
+ * A training job is described by cdp_run's options (cdp_run --help,
+ * doc/reference.md): the model (--model, a preset or a model of one's own,
+ * cdp/builder.h), the data, the rule, the optimizer, the outputs
+ * (--save-weights, --metrics, --checkpoint).  It prints what cdp_run
+ * prints, and its messages start with "cdp_run:" as cdp_run's do. */
+#ifndef CDP_PUBLIC_TRAIN_H
+#define CDP_PUBLIC_TRAIN_H
 
-#include <signal.h>
-#include "cdp/comm.h"
-#include "cdp/options.h"
+#include <mpi.h>
 
-/* Runs the job of o; collective.  stop: the stop signal caught so far (0
- * none), read at segment boundaries: every rank stops at the same one,
- * with a checkpoint when --checkpoint is given.  Returns the exit status:
- * 0 done, 1 an error (said once, by the lowest failing rank), 3 diverged,
- * 128 + the signal when stopped. */
-int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t *stop);
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-/* Collective: 1 when failed on any rank, whose message the lowest such
- * rank prints as "cdp_run: error: ..." (naming its host when the job spans
- * hosts and not every rank failed). */
-int cdp_train_failed(cdp_comm *comm, int failed, const char *msg);
+/* Call first thing in main, before MPI_Init: makes sure the BLAS library
+ * runs the kernel this CPU supports and that the OpenMP and BLAS thread
+ * pools do not fight, by re-executing the program (argv) with the
+ * environment they need when it lacks it.  May therefore not return. */
+void cdp_preinit(int argc, char **argv);
+
+/* Runs the training job that cdp_run's arguments argv[1 .. argc) describe
+ * (argv[0]: the program's name) on the ranks of comm; collective: every
+ * rank of comm calls it with the same arguments.  MPI must be initialised
+ * and stays so.  While it runs, SIGTERM and SIGINT stop the job at the
+ * next segment boundary (with a checkpoint when --checkpoint is given);
+ * the previous handlers are restored on return.  Returns cdp_run's exit
+ * status (doc/reference.md, section 8): 0 done (also after --help,
+ * --version, --list-models and --plan), 1 an error (one line on stderr,
+ * "cdp_run: error: ...", printed once, by the lowest failing rank), 3 the
+ * training diverged, 128 + the signal when stopped by one.  A stalled rank
+ * (--timeout) ends the whole job with MPI_Abort, status 4.  Jobs run one
+ * at a time (never from two threads at once); another may follow once it
+ * has returned. */
+int cdp_train_main(MPI_Comm comm, int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,7 +1,7 @@
 /* The CPU backend: host memory (64-byte aligned) and the kernels of
  * kernels_cpu.c, kernels_conv.c, kernels_norm.c, kernels_pool.c, kernels_tokens.c
  * and kernels_gelu.c behind the cdp_backend interface, one cdp_cpu_NAME for
- * every kernel of cdp/backend_kernels.def. */
+ * every kernel of backend/backend_kernels.def. */
 #include "config.h"
 
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 static void *cpu_alloc(size_t bytes)
@@ -61,7 +61,7 @@ static const cdp_backend cpu_backend = {
     .zero = cdp_cpu_zero,
     .sync = cpu_sync,
 #define CDP_KERNEL(ret, name, params) .name = cdp_cpu_##name,
-#include "cdp/backend_kernels.def"
+#include "backend/backend_kernels.def"
 #undef CDP_KERNEL
     .describe = cpu_describe,
     .numerics = cpu_numerics,

@@ -36,7 +36,7 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 #define GUARD "CDP_REEXEC"

@@ -18,7 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 /* Elementwise loops shorter than this (1 MiB of floats) run serially: a
  * serial pass over it takes ~50 us, the wake-up of a passive OpenMP pool
@@ -28,11 +28,11 @@
 #define CDP_CPU_OMP_MIN 262144
 
 /* ---- the backend's kernels: cdp_cpu_NAME for every entry of
- * cdp/backend_kernels.def (kernels_cpu.c, kernels_conv.c, kernels_norm.c,
+ * backend/backend_kernels.def (kernels_cpu.c, kernels_conv.c, kernels_norm.c,
  * kernels_pool.c, kernels_tokens.c, kernels_gelu.c); backend_cpu.c's table
  * is expanded from the same list. ---- */
 #define CDP_KERNEL(ret, name, params) ret cdp_cpu_##name params;
-#include "cdp/backend_kernels.def"
+#include "backend/backend_kernels.def"
 #undef CDP_KERNEL
 
 /* the backend's zero() (kernels_cpu.c) */

@@ -20,7 +20,7 @@
  * already, covers them all. */
 #include <stdio.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 /* x86-64 only: i386's float math may run on the x87, which MXCSR does not govern */
 #if defined(__x86_64__)

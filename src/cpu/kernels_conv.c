@@ -58,7 +58,7 @@
 #include <string.h>
 #include <cblas.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 #ifdef __clang__

@@ -49,7 +49,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 #ifdef __clang__

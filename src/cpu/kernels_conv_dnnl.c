@@ -51,7 +51,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 #ifdef __clang__

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 #ifdef __clang__

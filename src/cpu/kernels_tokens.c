@@ -1,7 +1,7 @@
 /* CPU transformer kernels (tokens [B, T, D] row-major): batched GEMM,
  * row softmax, LayerNorm, the patch/class tokens, and the row
  * helpers (broadcast add, column sums, strided copy).  The formulas are the
- * contract of include/cdp/backend.h, operation by operation.
+ * contract of src/backend/backend.h, operation by operation.
  *
  * Determinism.  Every loop runs in parallel over independent outputs only:
  *   - gemm_batched: one single-threaded sgemm per batch entry (OpenBLAS is
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <cblas.h>
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 #include "cpu_internal.h"
 
 #ifdef __clang__

@@ -1,6 +1,6 @@
 #include <stdio.h>
 #include <stdlib.h>
-#include "cdp/actmem.h"
+#include "exec/actmem.h"
 
 void cdp_actmem_init(cdp_actmem *a, const cdp_backend *be)
 {

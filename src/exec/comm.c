@@ -4,9 +4,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "cdp/clock.h"
-#include "cdp/comm.h"
-#include "cdp/schedule.h"
+#include "util/clock.h"
+#include "exec/comm.h"
+#include "sched/schedule.h"
 
 /* Every rank's host name and CPU count, to all ranks; hosts numbered by
  * their lowest rank.  0, or -1 out of memory (on any rank: then on all). */

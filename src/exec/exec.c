@@ -1,4 +1,4 @@
-/* The executor.  See include/cdp/exec.h.
+/* The executor.  See src/exec/exec.h.
  *
  * Model state of stage l on this rank (all from the `state` allocator, so
  * its peak is measured, not estimated):
@@ -34,8 +34,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/clock.h"
-#include "cdp/grow.h"
+#include "util/clock.h"
+#include "util/grow.h"
 #include "exec_internal.h"
 
 
@@ -530,7 +530,7 @@ static void record(cdp_exec *x, const cdp_instr *in, int64_t k0, double t0)
 }
 
 /* ------------------------------------------------------------ instructions
- * One handler per opcode (cdp/schedule.h says what each does). */
+ * One handler per opcode (sched/schedule.h says what each does). */
 
 typedef void (*op_handler)(cdp_exec *x, const cdp_instr *in, int64_t k0);
 

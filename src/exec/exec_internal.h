@@ -3,9 +3,9 @@
 #ifndef CDP_EXEC_INTERNAL_H
 #define CDP_EXEC_INTERNAL_H
 
-#include "cdp/actmem.h"
-#include "cdp/batch.h"
-#include "cdp/exec.h"
+#include "exec/actmem.h"
+#include "io/batch.h"
+#include "exec/exec.h"
 
 typedef struct pending {
     MPI_Request req;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/grow.h"
+#include "util/grow.h"
 #include "exec_internal.h"
 
 /* ------------------------------------------------------------ requests */

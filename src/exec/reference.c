@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/batch.h"
-#include "cdp/reference.h"
+#include "io/batch.h"
+#include "exec/reference.h"
 
 static void *xalloc(const cdp_backend *be, size_t bytes)
 {

@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/output.h"
-#include "cdp/trace.h"
+#include "io/output.h"
+#include "exec/trace.h"
 
 static void write_events(FILE *f, int rank, const cdp_trace_event *ev, size_t n, int *first)
 {

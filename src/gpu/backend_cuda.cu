@@ -267,7 +267,7 @@ extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t
     cu_backend.zero = cu_zero;
     cu_backend.sync = cu_sync;
 #define CDP_KERNEL(ret, name, params) cu_backend.name = cdp_cuda_##name;
-#include "cdp/backend_kernels.def"
+#include "backend/backend_kernels.def"
 #undef CDP_KERNEL
     cu_backend.describe = cu_describe;
     cu_backend.numerics = cu_numerics;

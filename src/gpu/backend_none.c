@@ -1,6 +1,6 @@
 /* Built when configure found no CUDA: --backend cuda must say so clearly. */
 #include <stdio.h>
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t errlen)
 {

@@ -19,7 +19,7 @@
  * are cuDNN's order, not the CPU's: they agree to rounding (tests/test_gpu
  * checks both paths).
  *
- * The contract (include/cdp/backend.h): y = conv + bias (y preloaded with
+ * The contract (src/backend/backend.h): y = conv + bias (y preloaded with
  * the bias, cuDNN adds onto it with beta = 1, as the im2col path's GEMM
  * does); dw into ws and then add() with accumulate (the bits of a separate
  * result added); db stays with kernels_image.cu (k_conv_db); dx is

@@ -9,7 +9,7 @@
 #include <cublas_v2.h>
 
 extern "C" {
-#include "cdp/backend.h"
+#include "backend/backend.h"
 }
 
 /* One device per process, one compute stream, one cuBLAS handle. */
@@ -118,11 +118,11 @@ void cdp_cuda_h2d(void *dst, const void *host_src, size_t bytes);
 int cdp_cuda_is_device_ptr(const void *p);
 
 /* The backend's kernels: cdp_cuda_NAME for every entry of
- * cdp/backend_kernels.def (kernels.cu, kernels_image.cu, kernels_tokens.cu),
+ * backend/backend_kernels.def (kernels.cu, kernels_image.cu, kernels_tokens.cu),
  * C++ linkage like the rest of src/gpu (only backend_cuda.cu's table takes
  * their addresses); the table is expanded from the same list. */
 #define CDP_KERNEL(ret, name, params) ret cdp_cuda_##name params;
-#include "cdp/backend_kernels.def"
+#include "backend/backend_kernels.def"
 #undef CDP_KERNEL
 
 /* cuDNN convolutions (conv_cudnn.cu), tried first by the conv2d entry

@@ -2,7 +2,7 @@
  * normalisation, pooling, the three-operand add of residual blocks and the
  * packing of doubles into floats.  They follow the formulas of the CPU
  * kernels (src/cpu/kernels_conv.c, kernels_norm.c, kernels_pool.c,
- * kernels_cpu.c) and the contract in include/cdp/backend.h.
+ * kernels_cpu.c) and the contract in src/backend/backend.h.
  *
  * Determinism, as in kernels.cu: one stream, no atomics, every reduction in
  * a fixed order by a fixed thread layout (which depends on the shape only),

@@ -1,6 +1,6 @@
 /* The CUDA backend's transformer kernels (tokens [B, T, D] row-major):
  * batched GEMM, row softmax, LayerNorm, exact GELU, the patch/class tokens
- * and the row helpers.  They follow the contract in include/cdp/backend.h
+ * and the row helpers.  They follow the contract in src/backend/backend.h
  * and the CPU kernels (src/cpu/kernels_tokens.c, whose head lists the
  * details the contract leaves open) operation by operation.
  *

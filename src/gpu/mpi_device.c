@@ -22,7 +22,7 @@
 #endif
 #endif
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 int cdp_backend_mpi_device_ok(const cdp_backend *be)
 {

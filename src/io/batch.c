@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/batch.h"
-#include "cdp/rng.h"
+#include "io/batch.h"
+#include "util/rng.h"
 
 int cdp_batcher_init(cdp_batcher *b, const cdp_dataset *d, int N, int B, uint64_t seed, int shuffle)
 {

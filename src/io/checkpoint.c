@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cdp/checkpoint.h"
-#include "cdp/ckpt.h"
-#include "cdp/strbuf.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "util/strbuf.h"
 #include "ckpt_dir.h"
 
 #define CKPT_VERSION "2"

@@ -4,8 +4,8 @@
  * Every loader returns 0 or -1 with a single-line "<path>: <problem>" message
  * in err; nothing is printed and nothing exits.  On failure the output is
  * left zeroed and everything allocated on the way is freed. */
-#include "cdp/data.h"
-#include "cdp/rng.h"
+#include "io/data.h"
+#include "util/rng.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
-/* A small, strict JSON reader and JSON string/number writers (see cdp/json.h). */
-#include "cdp/json.h"
+/* A small, strict JSON reader and JSON string/number writers (see io/json.h). */
+#include "io/json.h"
 
 #include <errno.h>
 #include <locale.h>

@@ -1,11 +1,11 @@
 /* Output files: what a path names decides how it is written, and every
- * write of a stream is checked.  See include/cdp/output.h. */
+ * write of a stream is checked.  See src/io/output.h. */
 #include <errno.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "cdp/output.h"
+#include "io/output.h"
 
 cdp_output_kind cdp_output_kind_of(const char *path, const char **what)
 {

@@ -4,9 +4,9 @@
  * Layout: u64 little-endian header length N, N bytes of JSON (padded with
  * spaces so that the data starts 8-byte aligned), then the tensors' raw
  * little-endian bytes at data_offsets relative to the start of the data. */
-#include "cdp/ckpt.h"
-#include "cdp/output.h"
-#include "cdp/json.h"
+#include "io/safetensors.h"
+#include "io/output.h"
+#include "io/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

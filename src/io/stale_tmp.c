@@ -1,6 +1,6 @@
 /* The temporary files a killed writer leaves (SIGKILL, a lost host: no
  * handler runs to remove them), found and removed when --resume latest
- * looks for the newest checkpoint.  See include/cdp/checkpoint.h. */
+ * looks for the newest checkpoint.  See src/io/checkpoint.h. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
-#include "cdp/checkpoint.h"
-#include "cdp/output.h"
+#include "io/checkpoint.h"
+#include "io/output.h"
 #include "ckpt_dir.h"
 
 /* The length of the checkpoint name name starts with: base, or

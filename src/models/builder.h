@@ -1,58 +1,49 @@
-/* Internal: what a model builder (mlp.c, resnet.c) calls to add blocks and
- * layers, and what model.c does with the result. */
+/* Internal: the builder behind cdp/builder.h (whose cdp_builder_* add the
+ * layers), what only cdp's own families use beside it, and the families
+ * model.c builds from. */
 #ifndef CDP_MODELS_BUILDER_H
 #define CDP_MODELS_BUILDER_H
 
 #include <stddef.h>
-#include "cdp/model.h"
+#include "cdp/builder.h"
+#include "models/model.h"
 
-typedef struct mb {
+struct cdp_builder {
     cdp_model *m;
     int cap_layers, cap_nodes, cap_blocks;
     char *err;
     size_t errlen;
     int failed;
-} mb;
+};
 
 /* The input shape and class count of a model built without data (a config
  * with input.c == 0 or classes == 0): what the builder's spec implies. */
-void mb_default_io(mb *b, cdp_shape input, int classes);
+void cdp_builder_default_io(cdp_builder *b, cdp_shape input, int classes);
 /* A layer of the kind with its module name (fields zero, in2 -1): set its
- * kind's fields, then mb_layer.  Returns it. */
-cdp_layer mb_named(cdp_layer_kind kind, const char *name);
+ * kind's fields, then cdp_builder_layer.  Returns it; a name too long for
+ * the layer fails the build. */
+cdp_layer cdp_builder_named(cdp_builder *b, cdp_layer_kind kind, const char *name);
 /* Adds ly reading tensor in (and in2, or -1); its ops compute its output
- * shape.  The output tensor, or -1 after an error.  The mb_ helpers below
- * are this for each kind the builders use. */
-int mb_layer(mb *b, cdp_layer ly, int in, int in2);
+ * shape.  The output tensor, or -1 after an error.  The cdp_builder_ of
+ * cdp/builder.h are this for each kind. */
+int cdp_builder_layer(cdp_builder *b, cdp_layer ly, int in, int in2);
 /* Room for need elements of elem bytes in p (cap of them now), doubling. */
 void *cdp_model_grow(void *p, int *cap, int need, size_t elem);
-/* Starts a block: the layers added until the next mb_block form it. */
-void mb_block(mb *b);
-/* Each returns the output tensor (node) index, or -1 after an error. */
-int mb_linear(mb *b, const char *name, int in, int out_features);
-int mb_conv(mb *b, const char *name, int in, int out_channels, int k, int stride, int pad,
-            int bias);
-int mb_bn(mb *b, const char *name, int in);
-int mb_relu(mb *b, int in);
-int mb_maxpool(mb *b, int in, int k, int stride, int pad);
-int mb_avgpool(mb *b, int in);
-int mb_flatten(mb *b, int in);
-int mb_add(mb *b, int x, int y);
-/* Tokens [T, 1, D] (cdp/nn.h) */
-int mb_linear_tokens(mb *b, const char *name, int in, int out_features);
-int mb_layernorm(mb *b, const char *name, int in, float eps);
-int mb_gelu(mb *b, int in);
-int mb_attention(mb *b, const char *name, int in, int heads);
-int mb_class_token(mb *b, int in);
-int mb_pos_embed(mb *b, const char *name, int in);
-int mb_token_select(mb *b, int in);
 /* Sets the initialisation of the layer that produced tensor t; returns t. */
-int mb_init_style(mb *b, int t, cdp_init_style style);
+int cdp_builder_init_style(cdp_builder *b, int t, cdp_init_style style);
+/* After the build: 0 when the graph can be cut and run (cdp/builder.h's
+ * rules): every block reads only its own tensors and its input (the
+ * tensor the previous block made last), so that any cut into stages passes
+ * one tensor across each boundary; an in-place layer is the one reader of
+ * its input; every output but the last is read; no two layers with
+ * parameters share a name.  Else -1 with the error set.  Drops a last
+ * block left empty. */
+int cdp_builder_check(cdp_builder *b);
 
-/* A family of models, in its own file (mlp.c, resnet.c, vit.c) and one
- * line of registry.c.  build adds blocks to b->m (input node 0 of shape
- * m->input): 0, or -1 with a message; default_stages: the stage count when
- * --stages is not given. */
+/* A family of models, in its own file (mlp.c, resnet.c, vit.c, defined.c)
+ * and one line of registry.c.  build adds blocks to b->m (input node 0 of
+ * shape m->input): 0, or -1 with a message; default_stages: the stage
+ * count when --stages is not given. */
 typedef struct cdp_model_family {
     const char *name;
     const char *form;         /* the free form's pattern, or NULL */
@@ -60,10 +51,11 @@ typedef struct cdp_model_family {
     const char *form_about;
     /* the k-th preset into e (name, about, input, classes): 1, or 0 past the last */
     int (*preset)(int k, cdp_model_entry *e);
-    int (*build)(mb *b, const char *spec, int *default_stages);
+    int (*build)(cdp_builder *b, const char *spec, int *default_stages);
 } cdp_model_family;
 
-extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit;
+extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit,
+    cdp_family_defined;
 
 /* The family that builds spec (a preset's name or its free form), or NULL. */
 const cdp_model_family *cdp_model_family_of(const char *spec);

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "cdp/rng.h"
-#include "cdp/model.h"
+#include "util/rng.h"
+#include "models/model.h"
 
 void cdp_model_init(const cdp_model *m, uint64_t seed, float *host_params)
 {

@@ -1,9 +1,9 @@
-/* --layer-times: the rows of include/cdp/layer_times.h, filled by the
+/* --layer-times: the rows of src/models/layer_times.h, filled by the
  * stage functions (stage.c). */
 #include <stdlib.h>
-#include "cdp/clock.h"
-#include "cdp/layer_times.h"
-#include "cdp/model.h"
+#include "util/clock.h"
+#include "models/layer_times.h"
+#include "models/model.h"
 
 int cdp_layer_times_init(cdp_layer_times *t, const cdp_model *m)
 {

@@ -8,7 +8,7 @@
 
 #define MAX_WIDTH 65536
 
-static int build(mb *b, const char *spec, int *default_stages)
+static int build(cdp_builder *b, const char *spec, int *default_stages)
 {
     const char *p = spec + 4;
     int dims[CDP_MAX_LAYERS + 2];
@@ -55,7 +55,7 @@ static int build(mb *b, const char *spec, int *default_stages)
                  "and an output width, got '%.200s'", spec);
         return -1;
     }
-    mb_default_io(b, (cdp_shape){ dims[0], 1, 1 }, dims[nd - 1]);
+    cdp_builder_default_io(b, (cdp_shape){ dims[0], 1, 1 }, dims[nd - 1]);
     cdp_model *m = b->m;
     if ((size_t)dims[0] != cdp_shape_n(m->input)) {
         snprintf(b->err, b->errlen, "--model: %.200s takes %d inputs, the data has %dx%dx%d = %zu",
@@ -71,11 +71,11 @@ static int build(mb *b, const char *spec, int *default_stages)
     int t = 0;
     char name[32];
     for (int j = 0; j + 1 < nd; j++) {
-        mb_block(b);
+        cdp_builder_block(b);
         snprintf(name, sizeof name, "fc%d", j);
-        t = mb_linear(b, name, t, dims[j + 1]);
+        t = cdp_builder_linear(b, name, t, dims[j + 1]);
         if (j + 2 < nd)
-            t = mb_relu(b, t);
+            t = cdp_builder_relu(b, t);
     }
     *default_stages = nd - 1;
     return t < 0 ? -1 : 0;

@@ -1,7 +1,7 @@
 /* The model: building it from its spec (the family's builder makes the
  * layer graph, graph.c), cutting its blocks into stages balanced by FLOPs,
  * and laying out every stage's parameters, activations and workspace
- * (cdp/model.h). */
+ * (models/model.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,8 +215,8 @@ static int plan_fusion(cdp_model *m, char *err, size_t errlen)
             continue;
         /* in place: nobody else may read the tensor it overwrites */
         if (m->nodes[ly->in].consumers != 1 || m->nodes[ly->in].producer < 0) {
-            snprintf(err, errlen, "--model: internal error: in-place %s on a shared tensor",
-                     ops->name);
+            snprintf(err, errlen, "--model: internal error: in-place %s on a shared tensor "
+                     "(cdp_builder_check lets none through)", ops->name);
             return -1;
         }
         cdp_layer *prev = &m->layers[m->nodes[ly->in].producer];
@@ -296,7 +296,7 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
     m->classes = c->classes;
     m->workers = c->workers > 0 ? c->workers : 1;
     snprintf(m->name, sizeof m->name, "%s", spec);
-    mb b = { m, 0, 0, 0, err, errlen, 0 };
+    cdp_builder b = { m, 0, 0, 0, err, errlen, 0 };
     int default_stages = 1, rc = -1, matched = 0;
     err[0] = '\0';
     const cdp_model_family *fam = cdp_model_family_of(spec);
@@ -307,7 +307,7 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
     if (!matched || (rc && !err[0]))
         snprintf(err, errlen, "--model: unknown model '%.100s': expected a preset or %s "
                  "(cdp_run --list-models lists them)", spec, cdp_model_forms());
-    if (rc || b.failed || m->nblocks < 1) {
+    if (rc || cdp_builder_check(&b)) {
         cdp_model_free(m);
         return -1;
     }

@@ -34,37 +34,37 @@ static const resnet_spec specs[] = {
       "torchvision's resnet50 with the small-image stem" },
 };
 
-static int conv_bn(mb *b, const char *block, const char *conv, const char *bn, int in,
+static int conv_bn(cdp_builder *b, const char *block, const char *conv, const char *bn, int in,
                    int out, int k, int stride, int pad)
 {
     char n1[64], n2[64];
     snprintf(n1, sizeof n1, "%s%s", block, conv);
     snprintf(n2, sizeof n2, "%s%s", block, bn);
-    return mb_bn(b, n2, mb_conv(b, n1, in, out, k, stride, pad, 0));
+    return cdp_builder_batchnorm2d(b, n2, cdp_builder_conv2d(b, n1, in, out, k, stride, pad, 0));
 }
 
 /* BasicBlock (expansion 1) or Bottleneck (expansion 4, stride on the 3x3
  * conv as torchvision's v1.5); returns the output and its channels */
-static int residual(mb *b, const char *name, int x, int cin, int planes, int stride,
+static int residual(cdp_builder *b, const char *name, int x, int cin, int planes, int stride,
                     int bottleneck, int *cout)
 {
     int a, out = bottleneck ? planes * 4 : planes;
     if (bottleneck) {
-        a = mb_relu(b, conv_bn(b, name, ".conv1", ".bn1", x, planes, 1, 1, 0));
-        a = mb_relu(b, conv_bn(b, name, ".conv2", ".bn2", a, planes, 3, stride, 1));
+        a = cdp_builder_relu(b, conv_bn(b, name, ".conv1", ".bn1", x, planes, 1, 1, 0));
+        a = cdp_builder_relu(b, conv_bn(b, name, ".conv2", ".bn2", a, planes, 3, stride, 1));
         a = conv_bn(b, name, ".conv3", ".bn3", a, out, 1, 1, 0);
     } else {
-        a = mb_relu(b, conv_bn(b, name, ".conv1", ".bn1", x, planes, 3, stride, 1));
+        a = cdp_builder_relu(b, conv_bn(b, name, ".conv1", ".bn1", x, planes, 3, stride, 1));
         a = conv_bn(b, name, ".conv2", ".bn2", a, planes, 3, 1, 1);
     }
     int s = x;
     if (stride != 1 || cin != out)
         s = conv_bn(b, name, ".downsample.0", ".downsample.1", x, out, 1, stride, 0);
     *cout = out;
-    return mb_relu(b, mb_add(b, a, s));
+    return cdp_builder_relu(b, cdp_builder_add(b, a, s));
 }
 
-static int build(mb *b, const char *spec, int *default_stages)
+static int build(cdp_builder *b, const char *spec, int *default_stages)
 {
     const resnet_spec *r = NULL;
     for (size_t k = 0; k < sizeof specs / sizeof *specs; k++)
@@ -72,26 +72,26 @@ static int build(mb *b, const char *spec, int *default_stages)
             r = &specs[k];
     if (!r)
         return -1;
-    mb_default_io(b, (cdp_shape){ 1, 28, 28 }, 10);   /* Fashion-MNIST's */
+    cdp_builder_default_io(b, (cdp_shape){ 1, 28, 28 }, 10);   /* Fashion-MNIST's */
     cdp_model *m = b->m;
 
-    mb_block(b);
+    cdp_builder_block(b);
     int c = r->width[0];
     int x = conv_bn(b, "", "conv1", "bn1", 0, c, r->stem ? 7 : 3, r->stem ? 2 : 1,
                     r->stem ? 3 : 1);
-    x = mb_relu(b, x);
+    x = cdp_builder_relu(b, x);
     if (r->stem)
-        x = mb_maxpool(b, x, 3, 2, 1);
+        x = cdp_builder_maxpool2d(b, x, 3, 2, 1);
     for (int g = 0; g < r->groups; g++)
         for (int i = 0; i < r->blocks[g]; i++) {
             char name[32];
             snprintf(name, sizeof name, "layer%d.%d", g + 1, i);
-            mb_block(b);
+            cdp_builder_block(b);
             x = residual(b, name, x, c, r->width[g], i == 0 && g > 0 ? 2 : 1, r->bottleneck, &c);
         }
-    mb_block(b);
-    x = mb_flatten(b, mb_avgpool(b, x));
-    x = mb_linear(b, "fc", x, m->classes);
+    cdp_builder_block(b);
+    x = cdp_builder_flatten(b, cdp_builder_avgpool(b, x));
+    x = cdp_builder_linear(b, "fc", x, m->classes);
     *default_stages = 4;
     return x < 0 ? -1 : 0;
 }

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/layer_times.h"
+#include "models/layer_times.h"
 #include "stage_internal.h"
 
 /* ------------------------------------------------------------ helpers */

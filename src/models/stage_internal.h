@@ -5,7 +5,7 @@
 #define CDP_MODELS_STAGE_INTERNAL_H
 
 #include <stddef.h>
-#include "cdp/model.h"
+#include "models/model.h"
 
 /* Where the layers' scratch starts in the workspace, in floats: after the
  * largest stage's gradient buffers (or forward-only tensors), even. */

@@ -33,7 +33,7 @@ static const struct {
 #define VIT_FORMAT "vit:patch=P,dim=D,depth=K,heads=H,mlp=M"
 
 /* "vit:patch=4,dim=192,depth=6,heads=3,mlp=768": every key once, in any order */
-static int parse(mb *b, const char *spec, vit_spec *v)
+static int parse(cdp_builder *b, const char *spec, vit_spec *v)
 {
     const char *keys[5] = { "patch", "dim", "depth", "heads", "mlp" };
     int *vals[5] = { &v->patch, &v->dim, &v->depth, &v->heads, &v->mlp };
@@ -72,26 +72,28 @@ static int parse(mb *b, const char *spec, vit_spec *v)
     return 0;
 }
 
-static int encoder_block(mb *b, int x, int i, const vit_spec *v)
+static int encoder_block(cdp_builder *b, int x, int i, const vit_spec *v)
 {
     char pre[64], n[96];
     snprintf(pre, sizeof pre, "encoder.layers.encoder_layer_%d", i);
     snprintf(n, sizeof n, "%s.ln_1", pre);
-    int a = mb_layernorm(b, n, x, 1e-6f);
+    int a = cdp_builder_layernorm(b, n, x, 1e-6f);
     snprintf(n, sizeof n, "%s.self_attention", pre);
-    a = mb_attention(b, n, a, v->heads);
-    x = mb_add(b, a, x);
+    a = cdp_builder_attention(b, n, a, v->heads);
+    x = cdp_builder_add(b, a, x);
     snprintf(n, sizeof n, "%s.ln_2", pre);
-    int y = mb_layernorm(b, n, x, 1e-6f);
+    int y = cdp_builder_layernorm(b, n, x, 1e-6f);
     snprintf(n, sizeof n, "%s.mlp.0", pre);
-    y = mb_init_style(b, mb_linear_tokens(b, n, y, v->mlp), CDP_INIT_STYLE_XAVIER);
-    y = mb_gelu(b, y);
+    y = cdp_builder_linear_tokens(b, n, y, v->mlp);
+    y = cdp_builder_init_style(b, y, CDP_INIT_STYLE_XAVIER);
+    y = cdp_builder_gelu(b, y);
     snprintf(n, sizeof n, "%s.mlp.3", pre);
-    y = mb_init_style(b, mb_linear_tokens(b, n, y, v->dim), CDP_INIT_STYLE_XAVIER);
-    return mb_add(b, y, x);
+    y = cdp_builder_linear_tokens(b, n, y, v->dim);
+    y = cdp_builder_init_style(b, y, CDP_INIT_STYLE_XAVIER);
+    return cdp_builder_add(b, y, x);
 }
 
-static int build(mb *b, const char *spec, int *default_stages)
+static int build(cdp_builder *b, const char *spec, int *default_stages)
 {
     vit_spec v;
     int found = 0;
@@ -106,7 +108,7 @@ static int build(mb *b, const char *spec, int *default_stages)
         if (parse(b, spec, &v))
             return -1;
     }
-    mb_default_io(b, (cdp_shape){ 1, 28, 28 }, 10);   /* Fashion-MNIST's */
+    cdp_builder_default_io(b, (cdp_shape){ 1, 28, 28 }, 10);   /* Fashion-MNIST's */
     cdp_model *m = b->m;
     if (v.dim % v.heads) {
         snprintf(b->err, b->errlen, "--model %.200s: dim %d is not a multiple of heads %d",
@@ -119,19 +121,20 @@ static int build(mb *b, const char *spec, int *default_stages)
         return -1;
     }
 
-    mb_block(b);
-    int x = mb_conv(b, "conv_proj", 0, v.dim, v.patch, v.patch, 0, 1);
-    x = mb_init_style(b, x, CDP_INIT_STYLE_PATCH);
-    x = mb_class_token(b, x);
-    x = mb_pos_embed(b, "encoder", x);
+    cdp_builder_block(b);
+    int x = cdp_builder_conv2d(b, "conv_proj", 0, v.dim, v.patch, v.patch, 0, 1);
+    x = cdp_builder_init_style(b, x, CDP_INIT_STYLE_PATCH);
+    x = cdp_builder_class_token(b, x);
+    x = cdp_builder_pos_embed(b, "encoder", x);
     for (int i = 0; i < v.depth; i++) {
-        mb_block(b);
+        cdp_builder_block(b);
         x = encoder_block(b, x, i, &v);
     }
-    mb_block(b);
-    x = mb_layernorm(b, "encoder.ln", x, 1e-6f);
-    x = mb_token_select(b, x);
-    x = mb_init_style(b, mb_linear(b, "heads.head", x, m->classes), CDP_INIT_STYLE_ZERO);
+    cdp_builder_block(b);
+    x = cdp_builder_layernorm(b, "encoder.ln", x, 1e-6f);
+    x = cdp_builder_token_select(b, x);
+    x = cdp_builder_linear(b, "heads.head", x, m->classes);
+    x = cdp_builder_init_style(b, x, CDP_INIT_STYLE_ZERO);
     *default_stages = v.depth + 2 < 4 ? v.depth + 2 : 4;
     return x < 0 ? -1 : 0;
 }

@@ -1,10 +1,10 @@
-/* The table of layer kinds (cdp/layer_kinds.def). */
+/* The table of layer kinds (nn/layer_kinds.def). */
 #include <stddef.h>
 #include "layers.h"
 
 static const cdp_layer_ops *const ops_table[CDP_LAYER_KINDS] = {
 #define CDP_LAYER_KIND(KIND, ops) [CDP_LAYER_##KIND] = &cdp_##ops##_ops,
-#include "cdp/layer_kinds.def"
+#include "nn/layer_kinds.def"
 #undef CDP_LAYER_KIND
 };
 

@@ -2,10 +2,10 @@
 #ifndef CDP_NN_LAYERS_H
 #define CDP_NN_LAYERS_H
 
-#include "cdp/nn.h"
+#include "nn/nn.h"
 
 #define CDP_LAYER_KIND(KIND, ops) extern const cdp_layer_ops cdp_##ops##_ops;
-#include "cdp/layer_kinds.def"
+#include "nn/layer_kinds.def"
 #undef CDP_LAYER_KIND
 
 /* Shared by several kinds: the output has the input's shape; no FLOPs. */

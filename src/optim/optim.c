@@ -1,5 +1,5 @@
 #include <math.h>
-#include "cdp/optim.h"
+#include "optim/optim.h"
 
 cdp_optim cdp_optim_sgd(double lr, double momentum, double weight_decay, int decay_epochs,
                         double gamma, int64_t steps_per_epoch)

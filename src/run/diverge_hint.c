@@ -1,8 +1,8 @@
 /* Likely causes of a divergence that lowering --lr does not cure. */
 #include <stdio.h>
 
-#include "cdp/diverge_hint.h"
-#include "cdp/optim.h"
+#include "run/diverge_hint.h"
+#include "optim/optim.h"
 
 /* A BatchNorm that normalizes a channel over this many values or fewer
  * learns nothing from it (two values always normalize to -1 and +1) and its

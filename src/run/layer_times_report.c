@@ -2,10 +2,10 @@
  * table on the terminal and "layer_times" JSON lines for --metrics. */
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/layer_times.h"
-#include "cdp/model.h"
-#include "cdp/nn.h"
-#include "cdp/report.h"
+#include "models/layer_times.h"
+#include "models/model.h"
+#include "nn/nn.h"
+#include "run/report.h"
 
 /* ms per call, or 0 without calls */
 static double per_call_ms(double s, double n)

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cdp/optim.h"
-#include "cdp/options.h"
-#include "cdp/strbuf.h"
+#include "optim/optim.h"
+#include "run/options.h"
+#include "util/strbuf.h"
 
 /* x in the fewest digits that read back as x (0.1, not 0.10000000000000001) */
 static void shortest(char *out, size_t n, double x)

@@ -5,7 +5,7 @@
 #define CDP_RUN_OPTION_VALUES_H
 
 #include <stddef.h>
-#include "cdp/options.h"
+#include "run/options.h"
 
 /* --augment none | crop=P[,flip] | flip[,crop=P]: o->augment */
 int cdp_parse_augment(cdp_options *o, const char *s, char *err, size_t errlen);

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/optim.h"
-#include "cdp/options.h"
+#include "optim/optim.h"
+#include "run/options.h"
 #include "option_values.h"
 
 void cdp_options_defaults(cdp_options *o)

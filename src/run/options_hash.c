@@ -1,9 +1,9 @@
 /* The hashes of the options: what every rank must agree on, and what fixes
  * the numerics (a checkpoint resumes only under the same). */
 #include <string.h>
-#include "cdp/optim.h"
-#include "cdp/options.h"
-#include "cdp/rng.h"
+#include "optim/optim.h"
+#include "run/options.h"
+#include "util/rng.h"
 
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 {

@@ -2,8 +2,8 @@
  * models. */
 #include <stdio.h>
 #include <string.h>
-#include "cdp/model.h"
-#include "cdp/options.h"
+#include "models/model.h"
+#include "run/options.h"
 
 /* --model's names from the table of models, wrapped under the option */
 static void print_model_names(FILE *f)

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "cdp/options.h"
-#include "cdp/output.h"
+#include "run/options.h"
+#include "io/output.h"
 
 /* The file an output path names: its inode when it exists; else the real
  * path of its directory and its last component, after following dangling
@@ -102,7 +102,7 @@ int cdp_options_check_output_dirs(const cdp_options *o, char *err, size_t errlen
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
         if (!out[i].path[0])
             continue;
-        /* what the path names decides how it is written (cdp/output.h) */
+        /* what the path names decides how it is written (io/output.h) */
         const char *what;
         const cdp_output_kind kind = cdp_output_kind_of(out[i].path, &what);
         if (kind == CDP_OUTPUT_REFUSED) {

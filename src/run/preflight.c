@@ -1,9 +1,9 @@
 /* Before the first step: the hosts of the job, one numerics identity for
- * all its ranks, and options that differ named (cdp/preflight.h). */
+ * all its ranks, and options that differ named (run/preflight.h). */
 #include <stdlib.h>
 #include <string.h>
 #include "config.h"
-#include "cdp/preflight.h"
+#include "run/preflight.h"
 
 void cdp_preflight_identity(const char *backend_numerics, char *buf, size_t len)
 {

@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "cdp/report.h"
+#include "run/report.h"
 
 static void reduce_i64(cdp_comm *c, int64_t *v, int n, MPI_Op op)
 {

@@ -4,7 +4,7 @@
  * against the instruction lists for small configurations. */
 #include <stdlib.h>
 #include <string.h>
-#include "cdp/plan.h"
+#include "sched/plan.h"
 
 typedef struct plan_fig {
     int T;                 /* ticks */
@@ -73,7 +73,7 @@ static int figures(const cdp_sched_config *c, const cdp_model *m, int B, plan_fi
 }
 
 /* Traffic per tick read off the instruction lists of every rank (the
- * frameworks other than replicated), with the counting rules of cdp/comm.h.
+ * frameworks other than replicated), with the counting rules of exec/comm.h.
  * Returns the collective calls per step, or -1 when the schedule is too big
  * to build here. */
 static double schedule_traffic(const cdp_sched_config *c, const cdp_model *m, int B, plan_fig *f)

@@ -28,9 +28,9 @@
  * later (tests/test_schedule.c checks this by simulation). */
 #include <limits.h>
 #include <stdlib.h>
-#include "cdp/grow.h"
+#include "util/grow.h"
 #include <string.h>
-#include "cdp/schedule.h"
+#include "sched/schedule.h"
 
 typedef struct keyed {
     int32_t tick;

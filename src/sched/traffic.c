@@ -1,7 +1,7 @@
 /* What a collective costs each rank, in bytes, by the ring algorithms'
  * volume: --plan predicts with it and the communication layer counts with
  * it, so the two figures are comparable (and equal where the plan holds). */
-#include "cdp/schedule.h"
+#include "sched/schedule.h"
 
 double cdp_sched_allreduce_bytes(int P, double n)
 {

@@ -2,8 +2,8 @@
  * and which message the job prints for it. */
 #include <stdio.h>
 #include <mpi.h>
-#include "cdp/comm.h"
-#include "cdp/train.h"
+#include "exec/comm.h"
+#include "trainer.h"
 
 /* 1 when any rank failed; the lowest failing rank prints its message,
  * naming its host when the job spans hosts and not every rank failed (the

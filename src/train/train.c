@@ -14,24 +14,24 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "config.h"
-#include "cdp/backend.h"
-#include "cdp/checkpoint.h"
-#include "cdp/clock.h"
-#include "cdp/ckpt.h"
-#include "cdp/comm.h"
-#include "cdp/data.h"
-#include "cdp/diverge_hint.h"
-#include "cdp/exec.h"
-#include "cdp/model.h"
-#include "cdp/options.h"
-#include "cdp/output.h"
-#include "cdp/plan.h"
-#include "cdp/preflight.h"
-#include "cdp/reference.h"
-#include "cdp/layer_times.h"
-#include "cdp/report.h"
-#include "cdp/schedule.h"
-#include "cdp/trace.h"
+#include "backend/backend.h"
+#include "io/checkpoint.h"
+#include "util/clock.h"
+#include "io/safetensors.h"
+#include "exec/comm.h"
+#include "io/data.h"
+#include "run/diverge_hint.h"
+#include "exec/exec.h"
+#include "models/model.h"
+#include "run/options.h"
+#include "io/output.h"
+#include "sched/plan.h"
+#include "run/preflight.h"
+#include "exec/reference.h"
+#include "models/layer_times.h"
+#include "run/report.h"
+#include "sched/schedule.h"
+#include "exec/trace.h"
 #include "trainer.h"
 
 static void release(trainer *r)
@@ -52,7 +52,8 @@ static void release(trainer *r)
 
 int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t *stop)
 {
-    static trainer r;   /* zeroed; one run per process */
+    static trainer r;   /* static: large; zeroed for each job */
+    memset(&r, 0, sizeof r);
     r.comm = comm;
     r.stop = stop;
     r.o = *o;

@@ -1,22 +1,34 @@
-/* Internal to src/train: the state the trainer's phases hand on to each
- * other (one struct, one run), and what the phases share. */
+/* Internal to src/train: the trainer's entry, the state its phases hand on
+ * to each other (one struct, one run), and what the phases share. */
 #ifndef CDP_TRAIN_TRAINER_H
 #define CDP_TRAIN_TRAINER_H
 
 #include <signal.h>
 #include <stdio.h>
 #include <mpi.h>
-#include "cdp/checkpoint.h"
-#include "cdp/comm.h"
-#include "cdp/data.h"
-#include "cdp/exec.h"
-#include "cdp/layer_times.h"
-#include "cdp/model.h"
-#include "cdp/options.h"
-#include "cdp/preflight.h"
-#include "cdp/report.h"
-#include "cdp/schedule.h"
-#include "cdp/train.h"
+#include "io/checkpoint.h"
+#include "exec/comm.h"
+#include "io/data.h"
+#include "exec/exec.h"
+#include "models/layer_times.h"
+#include "models/model.h"
+#include "run/options.h"
+#include "run/preflight.h"
+#include "run/report.h"
+#include "sched/schedule.h"
+
+/* Runs the job of o (options parsed and the same on every rank: job.c's
+ * cdp_train_main does that); collective.  stop: the stop signal caught so
+ * far (0 none), read at segment boundaries: every rank stops at the same
+ * one, with a checkpoint when --checkpoint is given.  Returns the exit
+ * status: 0 done, 1 an error (said once, by the lowest failing rank), 3
+ * diverged, 128 + the signal when stopped. */
+int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t *stop);
+
+/* Collective: 1 when failed on any rank, whose message the lowest such
+ * rank prints as "cdp_run: error: ..." (naming its host when the job spans
+ * hosts and not every rank failed). */
+int cdp_train_failed(cdp_comm *comm, int failed, const char *msg);
 
 /* Everything the phases hand on to each other. */
 typedef struct trainer {

@@ -1,5 +1,5 @@
 #include <time.h>
-#include "cdp/clock.h"
+#include "util/clock.h"
 
 double cdp_now_s(void)
 {

@@ -1,4 +1,4 @@
-#include "cdp/rng.h"
+#include "util/rng.h"
 
 uint64_t cdp_mix64(uint64_t x)
 {

@@ -1,7 +1,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "cdp/strbuf.h"
+#include "util/strbuf.h"
 
 void cdp_strbuf_add(char *buf, size_t len, size_t *at, const char *fmt, ...)
 {

@@ -9,7 +9,7 @@
 #ifndef CDP_LAYER_TIMES_H
 #define CDP_LAYER_TIMES_H
 
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 struct cdp_model;
 

@@ -6,7 +6,7 @@
  * OpenMP) and the GPU backend (src/gpu, cuBLAS + CUDA kernels).
  *
  * The kernels, their shapes and their bit-level contracts are listed once,
- * in cdp/backend_kernels.def; this struct, both backends' prototypes and
+ * in backend/backend_kernels.def; this struct, both backends' prototypes and
  * both backends' tables are expanded from that list.
  */
 #ifndef CDP_BACKEND_H
@@ -47,10 +47,10 @@ typedef struct cdp_backend {
     void (*zero)(void *dst, size_t bytes);
     void (*sync)(void);   /* wait until all queued work is done (before MPI reads a buffer) */
 
-    /* ---- kernels: one member per entry of cdp/backend_kernels.def, where
+    /* ---- kernels: one member per entry of backend/backend_kernels.def, where
      * each is specified.  Every backend provides every one (none is NULL). */
 #define CDP_KERNEL(ret, name, params) ret (*name) params;
-#include "cdp/backend_kernels.def"
+#include "backend/backend_kernels.def"
 #undef CDP_KERNEL
 
     /* Human-readable description for the banner (BLAS kernel, threads, device). */
@@ -69,13 +69,13 @@ typedef struct cdp_backend {
 } cdp_backend;
 
 /* The name of the first kernel be lacks (a NULL member), or NULL when it has
- * every kernel of cdp/backend_kernels.def.  The tables are expanded from
+ * every kernel of backend/backend_kernels.def.  The tables are expanded from
  * that list, so this holds by construction; cdp_run checks it once at
  * start-up all the same, as a backend assembled by hand could break it. */
 static inline const char *cdp_backend_missing_kernel(const cdp_backend *be)
 {
 #define CDP_KERNEL(ret, name, params) if (!be->name) return #name;
-#include "cdp/backend_kernels.def"
+#include "backend/backend_kernels.def"
 #undef CDP_KERNEL
     return NULL;
 }

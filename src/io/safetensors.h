@@ -1,4 +1,5 @@
-/* Weight files (safetensors) and checkpoints.
+/* safetensors files: the weight files of cdp/weights.h (declared there,
+ * written here) and the generic access checkpoints use.
  *
  * safetensors: 8-byte little-endian header length n, then n bytes of JSON
  * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
@@ -6,29 +7,13 @@
  * every model are PyTorch's state_dict names and shapes (cdp_model's tensor
  * list): fc{j}.weight [out, in] and fc{j}.bias for the j-th Linear layer of
  * an mlp, torchvision's names for the ResNets. */
-#ifndef CDP_CKPT_H
-#define CDP_CKPT_H
+#ifndef CDP_IO_SAFETENSORS_H
+#define CDP_IO_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/model.h"
-
-/* Writes the model's tensors (host memory, layout of cdp_model) to path,
- * atomically (temporary file + rename; a character device or a FIFO in
- * place, cdp/output.h); BatchNorm's num_batches_tracked is
- * `updates`.  metadata: NULL or a NULL-terminated
- * list of key, value string pairs for "__metadata__".  0 or -1 with err. */
-int cdp_save_weights(const char *path, const cdp_model *m, const float *host_params,
-                     int64_t updates, const char *const *metadata, char *err, size_t errlen);
-
-/* Reads path into host_params (layout of cdp_model).  Refuses, with one line
- * in err naming the file and the problem: unreadable or truncated files, a
- * bad header length or JSON, dtype other than F32, missing or extra tensors,
- * a shape that does not fit the model, offsets that overlap or leave the
- * file, data bytes no tensor indexes (between tensors or after the last:
- * the format requires the data to be fully indexed). */
-int cdp_load_weights(const char *path, const cdp_model *m, float *host_params,
-                     char *err, size_t errlen);
+#include "cdp/weights.h"
+#include "models/model.h"
 
 /* Generic safetensors access for checkpoints: named F32 or I64 tensors. */
 typedef struct cdp_st_tensor {

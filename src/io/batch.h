@@ -9,7 +9,7 @@
  *     out[c][y][x] = in[c][y + dy - P][x' + dx - P]   (0 outside the image)
  *     x' = W-1-x when flip, else x
  * i.e. torchvision's RandomCrop((H, W), padding=P) (zero fill) followed by
- * RandomHorizontalFlip(p=0.5), with the draws (cdp/rng.h; es =
+ * RandomHorizontalFlip(p=0.5), with the draws (util/rng.h; es =
  * cdp_mix64((uint64_t)e)):
  *     dy   = cdp_rand_u64(seed, CDP_STREAM_AUG_CROP_Y ^ es, index) % (2P+1)
  *     dx   = cdp_rand_u64(seed, CDP_STREAM_AUG_CROP_X ^ es, index) % (2P+1)
@@ -23,7 +23,7 @@
 #define CDP_BATCH_H
 
 #include <stdint.h>
-#include "cdp/data.h"
+#include "io/data.h"
 
 /* Random streams of the augmentation draws (fixed forever). */
 #define CDP_STREAM_AUG_CROP_Y 0x6364702d63726f79ULL /* "cdp-croy" */

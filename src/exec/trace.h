@@ -3,8 +3,8 @@
 #ifndef CDP_TRACE_H
 #define CDP_TRACE_H
 
-#include "cdp/comm.h"
-#include "cdp/exec.h"
+#include "exec/comm.h"
+#include "exec/exec.h"
 
 /* Collective over c: every rank sends its events to rank 0, which writes
  * path.  Returns 0, or -1 with err on rank 0. */

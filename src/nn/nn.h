@@ -8,19 +8,17 @@
  * backward, FLOPs, and the bytes it keeps from forward to backward beyond
  * its output (its "saved" area).  The model (src/models/) strings layers into
  * blocks and stages and owns every offset; a layer sees only pointers. */
-#ifndef CDP_NN_H
-#define CDP_NN_H
+#ifndef CDP_NN_NN_H
+#define CDP_NN_NN_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/backend.h"
+#include "cdp/shape.h"
+#include "backend/backend.h"
 
-/* Shape of one sample: channels x height x width (features: c x 1 x 1;
- * tokens [T, D]: T x 1 x D, so that memory is PyTorch's [B, T, D]). */
-typedef struct cdp_shape {
-    int c, h, w;
-} cdp_shape;
-
+/* cdp_shape (cdp/shape.h): one sample, channels x height x width
+ * (features: c x 1 x 1; tokens [T, D]: T x 1 x D, so that memory is
+ * PyTorch's [B, T, D]). */
 static inline size_t cdp_shape_n(cdp_shape s)
 {
     return (size_t)s.c * (size_t)s.h * (size_t)s.w;
@@ -28,7 +26,7 @@ static inline size_t cdp_shape_n(cdp_shape s)
 
 typedef enum cdp_layer_kind {
 #define CDP_LAYER_KIND(KIND, ops) CDP_LAYER_##KIND,
-#include "cdp/layer_kinds.def"
+#include "nn/layer_kinds.def"
 #undef CDP_LAYER_KIND
     CDP_LAYER_KINDS
 } cdp_layer_kind;

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "cdp/data.h"
-#include "cdp/schedule.h"
+#include "io/data.h"
+#include "sched/schedule.h"
 
 typedef struct cdp_options {
     char model[256];
@@ -56,7 +56,7 @@ typedef struct cdp_options {
     int plan;                /* print the schedule and figures, do not train */
     int plan_steps;
     int verify;              /* also run the serial reference and compare */
-    int layer_times;         /* --layer-times: time every layer (include/cdp/layer_times.h) */
+    int layer_times;         /* --layer-times: time every layer (src/models/layer_times.h) */
     int eval_every;          /* evaluate the test set every this many epochs (0: only at the end) */
     int quiet;
     int timeout;             /* watchdog: seconds a wait on another rank may see no progress (0: off) */
@@ -75,7 +75,7 @@ void cdp_options_help(FILE *f);
  * followed.  Inputs may equal outputs (--checkpoint F --resume F). */
 int cdp_options_check_outputs(const cdp_options *o, char *err, size_t errlen);
 /* Rank 0, before training: 0, or -1 with one line in err when an output
- * names what cannot be written (a directory, a block device: cdp/output.h)
+ * names what cannot be written (a directory, a block device: io/output.h)
  * or when the directory of --checkpoint or --save-weights, unless written
  * in place, does not exist or cannot be written (rank 0 writes them, at the
  * end: found now, not after the run). */

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "cdp/comm.h"
+#include "exec/comm.h"
 
 /* Longest numerics identity of one rank ("field: value" lines). */
 #define CDP_IDENTITY_MAX 1024

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 typedef struct cdp_actmem_block { size_t bytes; void *p; } cdp_actmem_block;
 

@@ -1,4 +1,4 @@
-/* The executor: interprets one rank's instruction list (cdp/schedule.h)
+/* The executor: interprets one rank's instruction list (sched/schedule.h)
  * with the backend's kernels and nonblocking MPI, progressing outstanding
  * requests between kernels.  It keeps per stage two parameter versions
  * (the current one and the one before, for lagging workers), the optimizer
@@ -8,12 +8,12 @@
 #define CDP_EXEC_H
 
 #include <stdint.h>
-#include "cdp/backend.h"
-#include "cdp/comm.h"
-#include "cdp/data.h"
-#include "cdp/model.h"
-#include "cdp/optim.h"
-#include "cdp/schedule.h"
+#include "backend/backend.h"
+#include "exec/comm.h"
+#include "io/data.h"
+#include "models/model.h"
+#include "optim/optim.h"
+#include "sched/schedule.h"
 
 typedef struct cdp_exec_config {
     const cdp_model *model;

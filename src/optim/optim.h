@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/backend.h"
+#include "backend/backend.h"
 
 typedef enum cdp_optim_kind { CDP_OPTIM_SGD = 0, CDP_OPTIM_ADAMW = 1 } cdp_optim_kind;
 typedef enum cdp_lr_schedule { CDP_LR_STEP = 0, CDP_LR_COSINE = 1 } cdp_lr_schedule;

@@ -4,8 +4,8 @@
 #define CDP_DIVERGE_HINT_H
 
 #include <stddef.h>
-#include "cdp/model.h"
-#include "cdp/options.h"
+#include "models/model.h"
+#include "run/options.h"
 
 /* Writes the likely cause and its remedy into buf ("--eps 0: ...") and
  * returns 1, or returns 0 (buf "") when nothing specific applies. */

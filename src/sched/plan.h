@@ -5,8 +5,8 @@
 #define CDP_PLAN_H
 
 #include <stdio.h>
-#include "cdp/model.h"
-#include "cdp/schedule.h"
+#include "models/model.h"
+#include "sched/schedule.h"
 
 /* m may be NULL (figures then in stage-activation units only).  Returns 0,
  * or -1 with err. */

@@ -13,8 +13,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cdp/model.h"
-#include "cdp/optim.h"
+#include "models/model.h"
+#include "optim/optim.h"
 
 /* options: cdp_options_numerics_text of the run (NULL: none kept, none
  * compared), so that a checkpoint of other options names the ones that

@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "cdp/comm.h"
-#include "cdp/exec.h"
+#include "exec/comm.h"
+#include "exec/exec.h"
 
 typedef struct cdp_figures {
     int64_t peak_activation_bytes;          /* max over ticks of the sum over ranks */

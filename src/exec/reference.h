@@ -6,11 +6,11 @@
 #define CDP_REFERENCE_H
 
 #include <stdint.h>
-#include "cdp/backend.h"
-#include "cdp/data.h"
-#include "cdp/model.h"
-#include "cdp/optim.h"
-#include "cdp/schedule.h"
+#include "backend/backend.h"
+#include "io/data.h"
+#include "models/model.h"
+#include "optim/optim.h"
+#include "sched/schedule.h"
 
 typedef struct cdp_reference_config {
     const cdp_backend *be;

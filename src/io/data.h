@@ -5,7 +5,7 @@
  * then the data set's per-channel normalisation, if any) when it uses it.
  *
  * The training set also carries the augmentation (random crop, flip) that
- * the batcher (cdp/batch.h) applies when it gathers a micro-batch, like the
+ * the batcher (io/batch.h) applies when it gathers a micro-batch, like the
  * `transform` of a torchvision data set; the test set carries none. */
 #ifndef CDP_DATA_H
 #define CDP_DATA_H
@@ -18,7 +18,7 @@
 
 /* torchvision's RandomCrop((H, W), padding=crop_pad) (zero fill) then
  * RandomHorizontalFlip(p=0.5), drawn per (seed, epoch, sample index): see
- * cdp/batch.h for the exact draws. */
+ * io/batch.h for the exact draws. */
 typedef struct cdp_augment {
     int crop_pad;     /* P > 0: random crop of the image padded by P zeros; 0: none */
     int flip;         /* 1: horizontal flip with probability 1/2 */
