@@ -24,7 +24,7 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 tmp=$(mktemp -d /tmp/cdp_gpu.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
-. "$(dirname "$0")/../tests/cuda_probe.sh"
+. "$(dirname "$0")/../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP"   # exits 77 where there is no CUDA to measure
 "$NVCC" -O2 "$here/cublas_limit.cu" -o "$tmp/cublas_limit" -lcublas >"$tmp/nvcc.log" 2>&1 \
     || { echo "cublas_limit.cu does not build:"; cat "$tmp/nvcc.log"; exit 1; }

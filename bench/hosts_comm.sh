@@ -6,7 +6,7 @@
 #     nice bench/hosts_comm.sh [BUILD_DIR]
 #
 # For every model in MODELS, K in HOSTS and link rate in RATES it makes K
-# emulated hosts with tests/hosts.sh (network, UTS and mount namespaces on a
+# emulated hosts with tests/lib/hosts.sh (network, UTS and mount namespaces on a
 # bridge; each host's link shaped to RATE both ways with tc tbf), one rank
 # per host (--threads 1, N = K workers of B samples: one worker per rank),
 # and runs the configurations of CONFIGS round-robin, REPS times (the
@@ -423,7 +423,7 @@ cols="model B K rate config rep N L steps step_s trace_s trace_p10 sps_summary b
 peak_tick mean_tick ticks drain coll_step load1 status"
 pcols="model K config L ranks_used plan_peak plan_mean"
 {
-    echo "# bench/hosts_comm.sh: dp and cdp across emulated hosts (tests/hosts.sh, tc tbf links)"
+    echo "# bench/hosts_comm.sh: dp and cdp across emulated hosts (tests/lib/hosts.sh, tc tbf links)"
     bench_header
     echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP; commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
     echo "# $(mpirun --version 2>&1 | head -1); $(uname -r); tc qdiscs: tbf (netem missing: no delay, no loss)"
@@ -453,7 +453,7 @@ plan() {
         --workers "$n" --batch "$mb" "${lopt[@]}" "$@" --plan >"$tmp/plan.txt" 2>&1
 }
 
-. "$here/../tests/hosts.sh"
+. "$here/../tests/lib/hosts.sh"
 HOSTS_SLOTS=1
 mine_left() { ip netns list 2>/dev/null | grep -c "^cdp$$-"; }
 

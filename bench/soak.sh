@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/soak.sh [SEED] [COUNT] [BUILD]: the long soak, tests/soak.sh with
+# bench/soak.sh [SEED] [COUNT] [BUILD]: the long soak, tests/mpi/soak.sh with
 # COUNT generated combinations (default 300) from SEED (default the date,
 # YYYYMMDD, so that each day's run covers others than the last), on the
 # cdp_run of BUILD (default this tree).  Prints every combination's verdict
@@ -18,4 +18,4 @@ export SOAK_SEED SOAK_COUNT top_builddir top_srcdir
 . "$here/common.sh"
 bench_args="$SOAK_SEED $SOAK_COUNT"
 bench_header
-exec sh "$top_srcdir/tests/soak.sh"
+exec sh "$top_srcdir/tests/mpi/soak.sh"

@@ -2,7 +2,7 @@
 # The paper's Table 1, measured: every framework (replicated on 1 and on 4
 # ranks, model-parallel, zero on 4 ranks) under dp and cdp-v2 on one model,
 # with the figures cdp_run measures.  Collective calls per step come from a
-# PMPI interposer (tests/pmpi_count.c): the difference between a run of
+# PMPI interposer (tests/lib/pmpi_count.c): the difference between a run of
 # 2K and one of K steps, divided by K, so start-up and reporting cancel out.
 #
 #   bench/table1.sh [BUILD_DIR]        (default: the source tree, built in place)
@@ -12,9 +12,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here}
 CDP="$build/cdp_run"
-PRELOAD="$build/tests/.libs/libpmpicount.so"
+PRELOAD="$build/tests/lib/.libs/libpmpicount.so"
 [ -x "$CDP" ] || { echo "table1: build cdp first (no $CDP)"; exit 1; }
-[ -f "$PRELOAD" ] || make -C "$build" tests/libpmpicount.la >/dev/null
+[ -f "$PRELOAD" ] || make -C "$build" tests/lib/libpmpicount.la >/dev/null
 MODEL=${MODEL:-mlp:512-512-512-512-512-512-512-512-10}
 STAGES=${STAGES:-8}
 WORKERS=${WORKERS:-4}

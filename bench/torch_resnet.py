@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch training throughput of the ResNets cdp_run trains (bench/resnet_throughput.sh).
 
-The networks are tests/torch_model_reference.py's builders (torchvision's
+The networks are tests/torch/torch_model_reference.py's builders (torchvision's
 modules and names; resnet20/32/56 from torchvision's BasicBlock), imported,
 not copied.  The loop is what a PyTorch user writes: model.train(), mean
 cross-entropy, torch.optim.SGD(lr 0.05, momentum 0.9, weight decay 5e-4),
@@ -45,7 +45,7 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
 from openblas_ctl import corename, set_blas_threads  # noqa: E402  (bench/: this file's folder)
 from torch_step import train_step  # noqa: E402

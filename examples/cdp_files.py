@@ -2,7 +2,7 @@
 only (no safetensors package): weight files and checkpoints (safetensors),
 Fashion-MNIST's IDX files, and the ViT names of --model.  Installed beside
 the examples, which import it; the PyTorch references of the tests
-(tests/torch_reference.py, tests/torch_model_reference.py) and bench/'s
+(tests/torch/torch_reference.py, tests/torch/torch_model_reference.py) and bench/'s
 PyTorch contestants import it from the source tree's examples/, so that
 every Python reader of a cdp file is this one, strict one: a file that
 does not hold together is a ValueError naming the file."""

@@ -8,7 +8,7 @@ Needs torch, torchvision and numpy (no safetensors package):
 MODEL is cdp_run's --model: resnet18, resnet34, resnet50 and their -cifar
 variants, or a ViT (vit-tiny, vit-b16, vit-b32, vit-l16,
 vit:patch=P,dim=D,depth=K,heads=H,mlp=M).  torchvision has no resnet20/32/56:
-tests/torch_model_reference.py --evaluate builds those with the same names.
+tests/torch/torch_model_reference.py --evaluate builds those with the same names.
 The only change made to torchvision's module is its first layer, to take
 the data's channels (and, for -cifar, the paper's small-image stem).  An
 MLP (mlp:...) is not torchvision's: examples/load_weights.py loads it."""

@@ -41,7 +41,7 @@ tmp=$(mktemp -d /tmp/cdp_mem.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 res=$tmp/res.txt
 : >"$res"
-. "$(dirname "$0")/../../tests/cuda_probe.sh"
+. "$(dirname "$0")/../../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
 . "$here/../common.sh"
 bench_header

@@ -43,7 +43,7 @@ res=$tmp/res.txt
 mk() { sed -n "s/^$1 = //p" "$BUILD/Makefile"; }
 SRC=$(mk abs_top_srcdir)
 
-. "$(dirname "$0")/../../tests/cuda_probe.sh"
+. "$(dirname "$0")/../../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
 . "$here/../common.sh"
 bench_header

@@ -1,11 +1,11 @@
 #!/bin/bash
-# tests/gpu_parity.sh's checks for the ResNets and the ViT.  Per
+# tests/gpu/gpu_parity.sh's checks for the ResNets and the ViT.  Per
 # model, against the CPU backend on the same machine (relative difference
-# max|a-b|/max|b| over every tensor, buffers included, tests/st_compare):
+# max|a-b|/max|b| over every tensor, buffers included, tests/lib/st_compare):
 #   1. one step of dp: the GPU within TOL1 [1e-4] of the CPU (the kernels);
 #   2. KSTEPS [3] steps of each rule (dp, cdp-v1, cdp-v2): the GPU within
 #      KTOL [norm:1e-4] of the CPU, the 2-norm measure of the PyTorch parity
-#      tests (tests/mpi_resnet_parity.sh);
+#      tests (tests/torch/mpi_resnet_parity.sh);
 #   3. STEPS [20] steps of each rule: the GPU within TOL [1e-4] of the CPU,
 #      or else within ENVELOPE [2] times the CPU's own float32 envelope: the
 #      difference between two CPU runs that differ only in the blocking of
@@ -42,7 +42,7 @@ KSTEPS=${KSTEPS:-3}
 KTOL=${KTOL:-norm:1e-4}
 ENVELOPE=${ENVELOPE:-2}
 LR=${LR:-0.01}
-. "$here/../../tests/lib.sh"     # run, CDP, COMPARE, TMP, failures
+. "$here/../../tests/lib/lib.sh"     # run, CDP, COMPARE, TMP, failures
 
 # cmp_st MODEL A B TOL WHAT: RESULT line with st_compare's figures
 cmp_st() {
@@ -55,7 +55,7 @@ cmp_st() {
     fi
 }
 
-. "$here/../../tests/cuda_probe.sh"
+. "$here/../../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP" cuda "RESULT parity "   # exits 77 where there is no CUDA
 . "$here/../common.sh"
 bench_header

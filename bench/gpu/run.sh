@@ -11,7 +11,7 @@
 #   build      unpack the tarball (plus any source file of this tree that
 #              differs from it), configure --enable-cuda --with-cuda-arch=90,
 #              make -j$(nproc), the test programs too
-#   test       make check TESTS="tests/test_gpu tests/gpu_parity.sh"
+#   test       make check TESTS="tests/gpu/test_gpu tests/gpu/gpu_parity.sh"
 #   parity     bench/gpu/parity_models.sh: ResNet and ViT GPU against CPU
 #   mlp        bench/gpu_throughput.sh: the MLP against the cuBLAS bound
 #   nets       bench/gpu/nets.sh: resnet50 / vit-b16 at 224x224, cdp_run
@@ -237,22 +237,22 @@ ph_build() {
 }
 
 have_build() {
-    [ -x "$B/cdp_run" ] && [ -x "$B/tests/st_compare" ] && [ -f "$B/.gpu-configure" ]
+    [ -x "$B/cdp_run" ] && [ -x "$B/tests/lib/st_compare" ] && [ -f "$B/.gpu-configure" ]
 }
 
 ph_test() {
     local t rc=0 s
     cd "$B" || return 1
-    make check TESTS="tests/test_gpu tests/gpu_parity.sh" || rc=$?
-    for t in tests/test_gpu tests/gpu_parity; do      # the logs drop .sh
+    make check TESTS="tests/gpu/test_gpu tests/gpu/gpu_parity.sh" || rc=$?
+    for t in tests/gpu/test_gpu tests/gpu/gpu_parity; do      # the logs drop .sh
         echo "== $t.log"
         cat "$t.log" 2>/dev/null
         cp "$t.log" "$GPU_WORK/extra/" 2>/dev/null
         s=$(sed -n 's/^:test-result: //p' "$t.trs" 2>/dev/null | head -1)
         echo "RESULT test $t: ${s:-no result}"
     done
-    grep -q '^:test-result: \(FAIL\|ERROR\)' tests/test_gpu.trs tests/gpu_parity.trs 2>/dev/null && return 1
-    grep -q '^:test-result: PASS' tests/test_gpu.trs tests/gpu_parity.trs 2>/dev/null || return 77
+    grep -q '^:test-result: \(FAIL\|ERROR\)' tests/gpu/test_gpu.trs tests/gpu/gpu_parity.trs 2>/dev/null && return 1
+    grep -q '^:test-result: PASS' tests/gpu/test_gpu.trs tests/gpu/gpu_parity.trs 2>/dev/null || return 77
     return $rc
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch on the GPU beside cdp_run --backend cuda (bench/gpu/nets.sh, memory.sh).
 
-The networks are tests/torch_model_reference.py's builders (torchvision's
+The networks are tests/torch/torch_model_reference.py's builders (torchvision's
 resnet50 and VisionTransformer with cdp's presets such as vit-b16), imported,
 not copied, with 10 classes like cdp_run's synthetic data.  float32
 throughout and TF32 off on both paths (torch.backends.cuda.matmul.allow_tf32
@@ -50,7 +50,7 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from torch_step import train_step  # noqa: E402  (bench/)
 

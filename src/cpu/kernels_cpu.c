@@ -5,8 +5,8 @@
  * thread count:
  *   - sgemm: OpenBLAS runs single-threaded; a GEMM is cut into column blocks
  *     that depend on the shape only (see "GEMM decomposition" below) and the
- *     OpenMP threads share the blocks out.  Checked by tests/test_kernels.c
- *     (1 vs 2 threads).
+ *     OpenMP threads share the blocks out.  Checked by
+ *     tests/unit/test_cpu_kernels.c (1 vs 2 threads).
  *   - elementwise loops: one result per element, no cross-element arithmetic.
  *   - column sums (db) run in parallel over columns; each column is summed in
  *     float in row order i = 0, 1, ..., B-1.

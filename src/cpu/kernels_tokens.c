@@ -14,9 +14,9 @@
  *   - column reductions (LayerNorm dgamma/dbeta, sum_rows, the class token's
  *     gradient): parallel over blocks of columns; each column is summed by
  *     one thread over the rows in order r = 0..R-1.
- * So the bits never depend on the thread count (tests/test_nn_kernels.c,
- * TCase "tokens", runs 1, 2 and 3 threads).  No FP contraction (-std=c11;
- * clang pragma below), no allocation.
+ * So the bits never depend on the thread count
+ * (tests/unit/test_cpu_image_token_kernels.c, TCase "tokens", runs 1, 2 and 3
+ * threads).  No FP contraction (-std=c11; clang pragma below), no allocation.
  *
  * Where the contract leaves a detail open, these kernels (and the CUDA ones,
  * src/gpu/kernels_tokens.cu) do:

@@ -16,7 +16,7 @@
  * that is deterministic, FMA-only and needs at most CDP_CUDNN_WS_MB
  * (default 256) MiB of workspace.  So a run's bits depend on the shape, the
  * GPU and the cuDNN version, never on timing, ranks or threads.  The sums
- * are cuDNN's order, not the CPU's: they agree to rounding (tests/test_gpu
+ * are cuDNN's order, not the CPU's: they agree to rounding (tests/gpu/test_gpu
  * checks both paths).
  *
  * The contract (src/backend/backend.h): y = conv + bias (y preloaded with
@@ -37,12 +37,12 @@
 #include "cuda_internal.h"
 
 /* 1: convolutions through cuDNN where it takes the shape; 0: im2col.
- * Set from CDP_CUDNN at the first convolution; tests/test_gpu flips it. */
+ * Set from CDP_CUDNN at the first convolution; tests/gpu/test_gpu flips it. */
 extern "C" {
 int cdp_cuda_conv_cudnn = -1;
 }
 /* whether this build has the cuDNN path at all (extern: a const's linkage
- * is internal otherwise, and tests/test_gpu reads it) */
+ * is internal otherwise, and tests/gpu/test_gpu reads it) */
 #ifdef CDP_HAVE_CUDNN
 extern "C" const int cdp_cuda_have_cudnn = 1;
 #else
@@ -113,7 +113,7 @@ static void release(cudnn_conv *c)
 /* The first perf entry (cuDNN's ranking) that ran, is deterministic, is no
  * tensor-op (TF32) kernel and fits the workspace cap; -1 if none.  The
  * descriptor's CUDNN_FMA_MATH already rules tensor ops out; the test is a
- * second lock (tests/test_gpu's 1e-5 would catch TF32's ~1e-3 too). */
+ * second lock (tests/gpu/test_gpu's 1e-5 would catch TF32's ~1e-3 too). */
 template <typename Perf>
 static int pick(const Perf *perf, int n)
 {

@@ -42,7 +42,7 @@
  * tree.
  *
  * Status: run on an NVIDIA H200 (2026-11-26) and H100 (2026-11-27):
- * tests/test_gpu, which compares every kernel here with the CPU backend,
+ * tests/gpu/test_gpu, which compares every kernel here with the CPU backend,
  * passes, and the ResNets train within 1.8e-5 of the CPU after one step
  * (bench/RESULTS.md section 6).  Correct and deterministic; resnet50 trains
  * at 0.51-0.68x PyTorch's speed there.  The sliced BatchNorm (2026-11-27)

@@ -24,9 +24,9 @@
  * 6304 rows each; softmax rows walked by one thread, uncoalesced).
  *
  * Status: the one-thread kernels ran on a GPU (NVIDIA H200) on 2026-11-26:
- * tests/test_gpu passed and vit-tiny trained within 1.2e-7 of the CPU
+ * tests/gpu/test_gpu passed and vit-tiny trained within 1.2e-7 of the CPU
  * after 20 steps (bench/RESULTS.md section 6).  The parallel kernels here
- * are written and compiled without a GPU; tests/test_gpu checks them
+ * are written and compiled without a GPU; tests/gpu/test_gpu checks them
  * against the CPU (to rounding) and against themselves (bit for bit) on
  * the next machine with one. */
 #include <cmath>

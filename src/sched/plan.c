@@ -1,7 +1,7 @@
 /* cdp_run --plan.  The figures come straight from the timeline (offset and
  * lag, the same functions the schedule builders use), in O(N*L*K), so that
- * N = L = 1024 takes well under a second; tests/test_schedule.c checks them
- * against the instruction lists for small configurations. */
+ * N = L = 1024 takes well under a second; tests/unit/test_schedule.c checks
+ * them against the instruction lists for small configurations. */
 #include <stdlib.h>
 #include <string.h>
 #include "sched/plan.h"

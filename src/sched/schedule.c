@@ -25,7 +25,7 @@
  * Sends come as early in a tick as their data exists, and every receive is
  * matched by a send at the same or an earlier tick on a lower position of
  * the dependency chain, so no rank waits on something it would only do
- * later (tests/test_schedule.c checks this by simulation). */
+ * later (tests/unit/test_schedule.c checks this by simulation). */
 #include <limits.h>
 #include <stdlib.h>
 #include "util/grow.h"

@@ -34,7 +34,7 @@
  * library's, a last-bit change of each sum: under SGD the weights stay
  * within a relative 1e-5 of the reference's in a few steps, but AdamW
  * (which divides by the gradient's size) and the running statistics of a
- * BatchNorm amplify it (tests/soak.sh: 1.4e-5 to 3.7e-4) */
+ * BatchNorm amplify it (tests/mpi/soak.sh: 1.4e-5 to 3.7e-4) */
 static double dp_collective_tolerance(const trainer *r)
 {
     int amplifies = r->o.optimizer == CDP_OPTIM_ADAMW;
