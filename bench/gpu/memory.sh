@@ -21,7 +21,8 @@
 # Environment: MODELS "MODEL:B ..." [resnet50:2 vit-b16:1] (B samples per
 # micro-batch), N [8], L [4], SHAPE [3x224x224], STEPS [2], BALANCE [flops],
 # RUN_TIMEOUT [120], BACKEND/DEVICE [cuda] (cpu/cpu: smoke test), PYTHON
-# [python3].  Prints RESULT lines last.  Exits 77 without a usable GPU.
+# [python3].  Prints RESULT lines last, then the same figures as result lines
+# (bench/README).  Exits 77 without a usable GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:?usage: bench/gpu/memory.sh BUILD_DIR}
@@ -43,7 +44,7 @@ res=$tmp/res.txt
 : >"$res"
 . "$(dirname "$0")/../../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
-. "$here/../common.sh"
+. "$here/../lib/common.sh"
 bench_header
 echo "# $("$CDP" --version 2>&1 | head -1); N=$N, L=$L, $SHAPE, $STEPS steps, balance $BALANCE"
 
@@ -95,9 +96,11 @@ done
 
 echo
 echo "== peak activations at N=$N, L=$L (MB = 1e6 bytes); nvidia-smi: device memory used during the run"
-python3 - "$res" "$N" "$L" <<'EOF'
+python3 - "$res" "$N" "$L" "$SHAPE N=$N L=$L balance=$BALANCE steps=$STEPS" <<'EOF'
 import sys
-res, N, L = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+from bench_result import bench_result
+res, N, L, setup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+results = []
 MB = 1e6
 cdp, torch = {}, {}
 for line in open(res):
@@ -117,16 +120,34 @@ for m in models:
             f = lambda x: "%.1f" % (float(x) / MB) if x not in ("", "-") else "-"
             print("RESULT memory %-10s %-8s %12s %12s %12s %9.3f %10s" %
                   (m, rule, f(act), f(resv), f(state), float(st or 0), smi))
+            cfg = f"{m} {setup} {rule}"
+            results += [(cfg, "peak_activation_bytes", act, "bytes"),
+                        (cfg, "activation_reserved_bytes_per_rank", resv, "bytes"),
+                        (cfg, "model_state_bytes_per_rank", state, "bytes"),
+                        (cfg, "workspace_bytes_per_rank", ws, "bytes"),
+                        (cfg, "step_time", st, "s"), (cfg, "device_memory_used", smi, "MiB")]
     t = torch.get(m)
     if t and int(t["peak_bytes"]) > 0:     # (0 without CUDA: --device cpu)
         print("RESULT memory %-10s %-8s %12.1f %12s %12.1f %9s %10s" %
               (m, "PyTorch", int(t["act_bytes"]) / MB, "peak %.1f" % (int(t["peak_bytes"]) / MB),
                int(t["base_bytes"]) / MB, "-", t.get("smi_mib", "-")))
+        cfg = f"{m} {setup} PyTorch"
+        results += [(cfg, "activation_bytes", int(t["act_bytes"]), "bytes"),
+                    (cfg, "peak_bytes", int(t["peak_bytes"]), "bytes"),
+                    (cfg, "base_bytes", int(t["base_bytes"]), "bytes"),
+                    (cfg, "device_memory_used", t.get("smi_mib"), "MiB")]
     d, c = cdp.get((m, "dp")), cdp.get((m, "cdp-v2"))
     if d and c and float(d[0]) > 0:
         print("RESULT memory %s cdp-v2/dp peak activations %.3f (timeline (L+1)/(2L) = %.3f)" %
               (m, float(c[0]) / float(d[0]), (L + 1) / (2 * L)))
+        results += [(f"{m} {setup} cdp-v2/dp", "peak_activation_bytes", float(c[0]) / float(d[0]),
+                     "ratio"),
+                    (f"{m} {setup} cdp-v2/dp", "timeline_prediction", (L + 1) / (2 * L), "ratio")]
     if c and t and int(t["peak_bytes"]) > 0 and int(t["act_bytes"]) > 0:
         print("RESULT memory %s cdp-v2 / PyTorch accumulation (activations) %.2f" %
               (m, float(c[0]) / int(t["act_bytes"])))
+        results.append((f"{m} {setup} cdp-v2/PyTorch accumulation", "activation_bytes",
+                        float(c[0]) / int(t["act_bytes"]), "ratio"))
+for r in results:
+    bench_result("gpu-memory", *r)
 EOF

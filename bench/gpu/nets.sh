@@ -3,7 +3,7 @@
 # --backend cuda against PyTorch on the same GPU (bench/gpu/torch_gpu.py:
 # the same torchvision modules, fp32, TF32 off, cuDNN), the same samples per
 # step and micro-batching, and both against the cuBLAS SGEMM bound of the
-# step's own GEMM shapes (bench/conv_gemm_bound.c --list: cdp's im2col GEMMs,
+# step's own GEMM shapes (bench/kernels/conv_gemm_bound.c --list: cdp's im2col GEMMs,
 # Linear layers and attention products, timed with torch.mm / torch.bmm).
 #
 #   bench/gpu/nets.sh BUILD      (BUILD: configured with --enable-cuda, built)
@@ -20,7 +20,8 @@
 #   REPS [2] rounds, round-robin; RUN_TIMEOUT [90] s per cdp_run
 #   BACKEND [cuda] / DEVICE [cuda]: cpu and cpu for a smoke test without a GPU
 #   PYTHON [python3]
-# Prints RESULT lines (the table) last.  Exits 77 without a usable GPU.
+# Prints RESULT lines (the table) last, then the same figures as result lines
+# (bench/README).  Exits 77 without a usable GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:?usage: bench/gpu/nets.sh BUILD_DIR}
@@ -45,7 +46,7 @@ SRC=$(mk abs_top_srcdir)
 
 . "$(dirname "$0")/../../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP" "$BACKEND"   # exits 77 where there is no CUDA to measure
-. "$here/../common.sh"
+. "$here/../lib/common.sh"
 bench_header
 echo "# $("$CDP" --version 2>&1 | head -1); $SHAPE, $STEPS steps, windows of $LOG, $REPS rounds; cases: $CASES"
 
@@ -97,7 +98,7 @@ done
 # -- the SGEMM bound of each (model, micro-batch) from conv_gemm_bound --list
 # (last: the comparison with PyTorch matters more, if the phase runs out of time)
 # shellcheck disable=SC2046  # the flags are words
-${CC_HOST:-gcc} -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$SRC/include" -I"$SRC/src" $(mk OPENBLAS_CFLAGS) "$SRC/bench/conv_gemm_bound.c" \
+${CC_HOST:-gcc} -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$SRC/include" -I"$SRC/src" $(mk OPENBLAS_CFLAGS) "$SRC/bench/kernels/conv_gemm_bound.c" \
     -o "$tmp/cgb" -L"$BUILD/.libs" -lcdp -Wl,-rpath,"$BUILD/.libs" $(mk OPENBLAS_LIBS) -lm \
     >"$tmp/cc.log" 2>&1 || { echo "conv_gemm_bound.c does not build:"; cat "$tmp/cc.log"; }
 lists=()
@@ -121,9 +122,11 @@ fi
 
 echo
 echo "== samples/s (median), ratio to PyTorch, fraction of the cuBLAS SGEMM bound"
-python3 - "$res" "$CASES" <<'EOF'
+python3 - "$res" "$CASES" "$SHAPE steps=$STEPS" <<'EOF'
 import collections, statistics, sys
+from bench_result import bench_result
 cdp, torch, bound = collections.defaultdict(list), {}, {}
+setup, results = sys.argv[3], []
 for line in open(sys.argv[1]):
     p = line.split()
     if p[0] == "cdp":
@@ -146,8 +149,21 @@ for c in sys.argv[2].split():
         f = lambda a, b: "%.2f" % (a / b) if a and b else "-"
         print("RESULT nets %-18s %-7s %10.1f %10s %8s %9s %9s" %
               (c, rule, x, "%.1f" % t if t else "-", f(x, t), f(x, bd), f(t, bd)))
+        run = f"{setup} {c} cdp {rule}"
+        results.append((run, "throughput_median", x, "samples/s"))
+        if t:
+            results.append((f"{run} / PyTorch", "throughput_median", x / t, "ratio"))
+        if bd:
+            results.append((f"{run} / bound", "throughput_median", x / bd, "ratio"))
+    if t:
+        results.append((f"{setup} {c} PyTorch {cfg}", "throughput", t, "samples/s"))
+        if bd:
+            results.append((f"{setup} {c} PyTorch {cfg} / bound", "throughput", t / bd, "ratio"))
     if not any(cc == c for cc, _ in cdp):
         print("RESULT nets %-18s %-7s %10s %10s" % (c, "-", "failed", "%.1f" % t if t else "-"))
 for k, v in bound.items():
     print("RESULT nets bound %s (model:micro-batch): %.1f samples/s" % (k, v))
+    results.append((f"{setup} bound {k} (model:micro-batch)", "throughput", v, "samples/s"))
+for r in results:
+    bench_result("gpu-nets", *r)
 EOF

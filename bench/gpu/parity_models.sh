@@ -24,8 +24,9 @@
 # SHAPE [1x28x28], N [4] workers, B [8] samples each, STEPS [20], TOL [1e-4],
 # TOL1 [1e-4], KSTEPS [3], KTOL [norm:1e-4], ENVELOPE [2], LR [0.01] (SGD,
 # momentum 0.9, weight decay 5e-4, as the parity tests).  Prints "RESULT
-# parity ..." lines; exits 1 when a check fails, 77 without a GPU.  A
-# measurement for bench/RESULTS.md, not part of make check.
+# parity ..." lines, then every check's verdict as a result line
+# (bench/README; passed 1 or 0); exits 1 when a check fails, 77 without a
+# GPU.  A measurement for bench/RESULTS.md, not part of make check.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:?usage: bench/gpu/parity_models.sh BUILD_DIR}
@@ -44,21 +45,27 @@ ENVELOPE=${ENVELOPE:-2}
 LR=${LR:-0.01}
 . "$here/../../tests/lib/lib.sh"     # run, CDP, COMPARE, TMP, failures
 
+# record CHECK 1|0: a check's verdict as a result line, printed at the end
+record() { bench_result gpu-parity "$1" passed "$2" bool >>"$TMP/result_lines.txt"; }
+
 # cmp_st MODEL A B TOL WHAT: RESULT line with st_compare's figures
 cmp_st() {
     local out
     if out=$("$COMPARE" "$1" "$2" "$3" "$4" "$SHAPE" 2>&1); then
         echo "RESULT parity ok: $5 ($out)"
+        record "$5" 1
     else
         echo "RESULT parity FAIL: $5 ($out)"
+        record "$5" 0
         failures=$((failures + 1))
     fi
 }
 
 . "$here/../../tests/gpu/cuda_probe.sh"
 cuda_probe "$CDP" cuda "RESULT parity "   # exits 77 where there is no CUDA
-. "$here/../common.sh"
+. "$here/../lib/common.sh"
 bench_header
+: >"$TMP/result_lines.txt"
 
 # rel A B [norm:]: st_compare's max|a-b|/max|b| (or, with norm:, its
 # ||a-b||/||b||) of two weight files of model $m
@@ -93,13 +100,15 @@ for ms in $MODELS; do
             cmp_st "$m" "$TMP/gk.st" "$TMP/ck.st" "$KTOL" "$m $rule: GPU within $KTOL of the CPU after $KSTEPS steps"
         else
             echo "RESULT parity FAIL: $m $rule: a $KSTEPS-step run failed"; failures=$((failures + 1))
+            record "$m $rule: GPU within $KTOL of the CPU after $KSTEPS steps" 0
         fi
         if ! run 1 $common --steps "$STEPS" --rule $rule --backend cpu --save-weights "$TMP/cpu.st" >"$TMP/log" 2>&1; then
-            echo "RESULT parity FAIL: $m $rule on the CPU: $(tail -1 "$TMP/log")"; failures=$((failures + 1)); continue
+            echo "RESULT parity FAIL: $m $rule on the CPU: $(tail -1 "$TMP/log")"; failures=$((failures + 1))
+            record "$m $rule: $STEPS steps on the CPU" 0; continue
         fi
         if ! run 1 $common --steps "$STEPS" --rule $rule --backend cuda --save-weights "$TMP/gpu.st" >"$TMP/log" 2>&1; then
             echo "RESULT parity FAIL: $m $rule on the GPU: $(tail -3 "$TMP/log" | tr '\n' ' ')"
-            failures=$((failures + 1)); continue
+            failures=$((failures + 1)); record "$m $rule: $STEPS steps on the GPU" 0; continue
         fi
         if "$COMPARE" "$m" "$TMP/gpu.st" "$TMP/cpu.st" "$TOL" "$SHAPE" >/dev/null 2>&1; then
             cmp_st "$m" "$TMP/gpu.st" "$TMP/cpu.st" "$TOL" "$m $rule: GPU within $TOL of the CPU after $STEPS steps"
@@ -112,8 +121,10 @@ for ms in $MODELS; do
             what="GPU against CPU: max ${d:-?}, 2-norm ${dn:-?}; CPU against CPU with another GEMM blocking: max ${e:-?}, 2-norm ${en:-?}"
             if [ -n "$dn" ] && [ -n "$en" ] && awk -v d="$dn" -v e="$en" -v k="$ENVELOPE" 'BEGIN { exit !(d <= k * e) }'; then
                 echo "RESULT parity ok: $m $rule: over $TOL after $STEPS steps, but within $ENVELOPE x the CPU's own float32 envelope ($what)"
+                record "$m $rule: GPU within $TOL of the CPU or $ENVELOPE x its envelope, $STEPS steps" 1
             else
                 echo "RESULT parity FAIL: $m $rule: over $TOL after $STEPS steps and over $ENVELOPE x the CPU's own float32 envelope ($what)"
+                record "$m $rule: GPU within $TOL of the CPU or $ENVELOPE x its envelope, $STEPS steps" 0
                 failures=$((failures + 1))
             fi
         fi
@@ -125,6 +136,7 @@ for ms in $MODELS; do
                 cmp_st "$m" "$TMP/gpu_p2.st" "$TMP/gpu.st" 0 "$m $rule: GPU on 2 ranks bitwise equal to 1 rank"
             else
                 echo "RESULT parity FAIL: $m $rule on 2 ranks: $(tail -3 "$TMP/log" | tr '\n' ' ')"
+                record "$m $rule: GPU on 2 ranks bitwise equal to 1 rank" 0
                 failures=$((failures + 1))
             fi
         fi
@@ -132,4 +144,6 @@ for ms in $MODELS; do
     echo "  ($m: $(($(date +%s) - t0)) s)"
 done
 [ "$failures" = 0 ] && echo "RESULT parity: all checks passed" || echo "RESULT parity: $failures check(s) failed"
+cat "$TMP/result_lines.txt"
+bench_result gpu-parity "$MODELS" failed_checks "$failures" count
 [ "$failures" = 0 ]

@@ -23,7 +23,8 @@
 # Before ncu, each case runs once with cdp_run --layer-times (every layer
 # between two syncs: the kinds' shares and the 15 largest layers; seconds,
 # not minutes); NCU_RUN=0 stops there (BACKEND=cpu: the same on the CPU).
-# Prints RESULT lines; exits 77 without ncu or a usable GPU.
+# Prints RESULT lines, and profile_sum.py's result lines (bench/README);
+# exits 77 without ncu or a usable GPU.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:?usage: bench/gpu/profile.sh BUILD_DIR}
@@ -43,7 +44,7 @@ if [ "${NCU_RUN:-1}" != 0 ] && { [ -z "$NCU" ] || [ ! -x "$NCU" ]; }; then
 fi
 tmp=$(mktemp -d /tmp/cdp_profile.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-. "$here/../common.sh"
+. "$here/../lib/common.sh"
 bench_header
 echo "# $([ -n "$NCU" ] && "$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
 rc=0

@@ -8,12 +8,18 @@ k_im2col or of one cuBLAS kernel counts together.  The first step (cuBLAS's
 heuristics, first-touch allocations) is left out when the run has more than
 one: launches are split into steps by their order, assuming every step
 launches the same number of kernels (true of a fixed schedule; checked by
-the count being divisible by STEPS, else all launches are used).
+the count being divisible by STEPS, else all launches are used).  Ends with
+the figures as result lines (bench/README): kernel time and wall time per
+step, and every listed kernel's.
 """
 import argparse
 import csv
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bench_result import bench_result  # noqa: E402
 
 UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
          "msecond": 1e-3, "s": 1.0, "second": 1.0}
@@ -100,6 +106,12 @@ def main():
         a.case, 1e3 * gpu,
         " of %.2f wall" % (1e3 * a.wall) if a.wall > 0 else "",
         ", ".join("%s %.0f%%" % (k[:32], 100 * tot[k] / counted / gpu) for k in order[:5])))
+    bench_result("gpu-profile", a.case, "kernel_time", 1e3 * gpu, "ms/step")
+    if a.wall > 0:
+        bench_result("gpu-profile", a.case, "wall_time", 1e3 * a.wall, "ms/step")
+    for k in order[:a.top]:
+        bench_result("gpu-profile", "%s %s" % (a.case, k), "kernel_time", 1e3 * tot[k] / counted,
+                     "ms/step")
     return 0
 
 

@@ -13,7 +13,7 @@
 #              make -j$(nproc), the test programs too
 #   test       make check TESTS="tests/gpu/test_gpu tests/gpu/gpu_parity.sh"
 #   parity     bench/gpu/parity_models.sh: ResNet and ViT GPU against CPU
-#   mlp        bench/gpu_throughput.sh: the MLP against the cuBLAS bound
+#   mlp        bench/gpu/gpu_throughput.sh: the MLP against the cuBLAS bound
 #   nets       bench/gpu/nets.sh: resnet50 / vit-b16 at 224x224, cdp_run
 #              --backend cuda against PyTorch on the GPU and the cuBLAS bound
 #   memory     bench/gpu/memory.sh: peak activations of dp and cdp-v2 at N=8,
@@ -22,7 +22,7 @@
 #   profile    bench/gpu/profile.sh: ncu's kernel times per kernel of a few
 #              resnet50 / vit-b16 steps, beside the step's wall time (not in
 #              the default; the first thing to run before tuning the GPU)
-#   train      bench/accuracy.sh with --backend cuda: the resnet20 and vit-tiny
+#   train      bench/accuracy/accuracy.sh with --backend cuda: the resnet20 and vit-tiny
 #              accuracy trainings on Fashion-MNIST, 4 ranks sharing the GPU
 #              (needs `bench/gpu/fetch.sh data` here; not in the default):
 #              TRAIN_MODEL [resnet20], TRAIN_EPOCHS [15], TRAIN_RULES
@@ -36,7 +36,8 @@
 # on a machine of your own); a phase that cannot get its minimum is skipped
 # (named at the end, to be run in a second run); a failed phase
 # does not stop the next one.  Writes at most 8 files to $OUT [$GPU_WORK/out]:
-#   summary.txt  inventory, one line per phase, the RESULT lines of every log
+#   summary.txt  inventory, one line per phase, the RESULT lines of every log,
+#                then their result lines (bench/README, "Result lines")
 #   PHASE.log    build.log test.log parity.log mlp.log nets.log memory.log
 #   extra.tar.gz config.log, the GPU tests' logs, the per-shape GEMM timings,
 #                check.log
@@ -50,7 +51,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 . "$here/env.sh"
-. "$here/../common.sh"
+. "$here/../lib/common.sh"
 GPU_WORK=${GPU_WORK:-/tmp/cdp-gpu}
 OUT=${OUT:-$GPU_WORK/out}
 B=$GPU_WORK/build
@@ -258,7 +259,7 @@ ph_test() {
 
 ph_parity() { bash "$here/parity_models.sh" "$B"; }
 ph_mlp() {
-    REPS=${MLP_REPS:-3} STEPS=${MLP_STEPS:-200} bash "$root/bench/gpu_throughput.sh" "$B" |
+    REPS=${MLP_REPS:-3} STEPS=${MLP_STEPS:-200} bash "$root/bench/gpu/gpu_throughput.sh" "$B" |
         sed 's/^\(  cdp .* of the bound\)$/RESULT mlp \1/; s/^\(  cuBLAS SGEMM bound .*\)$/RESULT mlp \1/'
     return "${PIPESTATUS[0]}"
 }
@@ -273,7 +274,7 @@ ph_train() {
     CDP_DATA_DIR=$data MODEL=${TRAIN_MODEL:-resnet20} EPOCHS=${TRAIN_EPOCHS:-15} \
         RULES=${TRAIN_RULES:-dp cdp-v1 cdp-v2} LR=${TRAIN_LR:-} WARMUP=${TRAIN_WARMUP:-500} \
         EXTRA="--backend cuda ${TRAIN_EXTRA:-}" OUT=$GPU_WORK/extra/train \
-        bash "$root/bench/accuracy.sh" "$B" | tee "$GPU_WORK/extra/train.txt"
+        bash "$root/bench/accuracy/accuracy.sh" "$B" | tee "$GPU_WORK/extra/train.txt"
     rc=${PIPESTATUS[0]}
     sed -n '/^== summary/,$ { s/^  RESULT /RESULT train /p; s/^  \([a-z0-9-]* *test accuracy.*\)/RESULT train \1/p; s/^\(== summary.*\)/RESULT train \1/p }' \
         "$GPU_WORK/extra/train.txt"
@@ -364,6 +365,10 @@ done
         [ -f "$OUT/$p.log" ] && grep -h '^RESULT' "$OUT/$p.log" | cut -c1-300
     done
     echo "total: $(($(date +%s) - T0)) s"
+    echo "== result lines"
+    for p in $ALL_PHASES; do
+        [ -f "$OUT/$p.log" ] && grep -h "^result$(printf '\t')" "$OUT/$p.log"
+    done
 } >>"$sum"
 # at most 8 files come back: summary, 6 phase logs, extra.tar.gz
 for p in check train profile; do

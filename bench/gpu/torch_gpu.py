@@ -27,7 +27,7 @@ Subcommands:
               workspaces took:
                 TORCHMEM model= micro= accum= param_bytes= base_bytes= peak_bytes=
                          act_bytes= reserved_bytes=
-  gemm        --list FILE [--list FILE ...]  (bench/conv_gemm_bound.c --list
+  gemm        --list FILE [--list FILE ...]  (bench/kernels/conv_gemm_bound.c --list
               output; the micro-batch B from its "model ..., batch B:" line)
               times every GEMM shape of a list with torch.mm (cuBLAS SGEMM,
               operands transposed as listed; fresh random operands, CUDA
@@ -51,8 +51,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
-sys.path.insert(0, os.path.join(HERE, ".."))
-from torch_step import train_step  # noqa: E402  (bench/)
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from torch_step import train_step  # noqa: E402  (bench/lib/)
 
 
 def setup(a):

@@ -19,7 +19,7 @@
  * step's ~20 parallel regions pay a futex wake-up.  We set GOMP_SPINCOUNT to
  * CDP_SPINCOUNT: about 1.4 ms of spinning here (measured ~28 ns per
  * iteration), longer than the gaps between the regions of a step, short
- * enough that an idle rank gives its core back.  bench/cdp_knobs.sh
+ * enough that an idle rank gives its core back.  bench/kernels/cdp_knobs.sh
  * compares the policies (PASSIVE was ~10% slower per step on
  * mlp:784-1024-1024-10, B=128, 2 threads).  libgomp reads the variable in
  * its load-time constructor, so setting it requires the re-exec; both

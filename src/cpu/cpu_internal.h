@@ -41,7 +41,7 @@ void cdp_cpu_zero(void *dst, size_t bytes);
 /* ---- convolution paths (kernels_conv*.c) ---- */
 /* Columns (output pixels) a convolution's GEMM aims at per chunk of whole
  * samples (kernels_conv.c, "Layout"); a constant, here so that
- * bench/conv_kernels.c can compare layouts.  Changing it changes bits and
+ * bench/kernels/conv_kernels.c can compare layouts.  Changing it changes bits and
  * the workspace size. */
 extern int cdp_cpu_conv_cols;
 /* Direct (im2col-free) 3x3 stride-1 convolution (kernels_conv_direct.c),

@@ -5,7 +5,7 @@
  * (|x| < 2^-126), and on many CPUs an operation on one takes a slow path:
  * on an Intel Xeon, the default MLP on --data synthetic ran 2.4x slower
  * per step after step ~800, once its gradients had shrunk into that range
- * (bench/denormal.sh; an AMD EPYC showed no slowdown).  This is PyTorch's
+ * (bench/kernels/denormal.sh; an AMD EPYC showed no slowdown).  This is PyTorch's
  * torch.set_flush_denormal(True): denormal inputs read as zero and
  * denormal results are written as zero.  The bits change (wherever a
  * denormal occurs), so it is an option, part of a checkpoint's numerics;

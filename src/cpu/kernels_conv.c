@@ -12,7 +12,7 @@
  * writes a [Cout][G*P] scratch that is copied plane by plane into NCHW.
  * The backward mirrors it: dy_c gathered into [Cout][G*P], dw_c = dy_c
  * col^T, dcol = w^T dy_c, col2im.
- * bench/conv_kernels.c measured the choice (1 thread, GFLOP/s fwd / bwd,
+ * bench/kernels/conv_kernels.c measured the choice (1 thread, GFLOP/s fwd / bwd,
  * resnet18 CIFAR stem at B = 64 and resnet20 at B = 128 on 1x28x28, the
  * machine partly loaded; bench/raw/2026-11-23): over all 18 layer shapes,
  * one sample per GEMM 57 / 51, ~1024 columns 77 / 66, ~4096 columns
@@ -65,7 +65,7 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* see "Layout" above and bench/conv_kernels.c */
+/* see "Layout" above and bench/kernels/conv_kernels.c */
 int cdp_cpu_conv_cols = 1024;
 
 #ifndef HAVE_DNNL

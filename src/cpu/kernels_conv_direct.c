@@ -90,7 +90,7 @@ int cdp_cpu_conv_direct_supported(const cdp_conv_shape *s)
 
 /* The shapes that take the direct path by default, for pass 0 (forward),
  * 1 (backward: dw and dx) or 2 (backward, dw only: dx NULL), from
- * bench/conv_kernels.c direct (1 thread, OpenBLAS Cooperlake;
+ * bench/kernels/conv_kernels.c direct (1 thread, OpenBLAS Cooperlake;
  * bench/raw/2026-11-23/conv_direct.txt): direct wins 1.1-2.2x forward and
  * 1.1-2.1x backward from 7x7 up with 16..128 channels; it loses on 4x4
  * (half the lanes are padding: 0.57 / 0.58 at 512 channels), backward at

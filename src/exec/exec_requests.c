@@ -100,13 +100,13 @@ void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes)
  * default model) that lock-step cost 12-15% per step under cdp-v1/cdp-v2,
  * and one tick of slack removes it (bench/RESULTS.md).  Under zero, whose
  * point is the smallest resident state, the slack let partial sums pile up
- * one stage buffer higher (bench/table1.sh: 13.0 against 12.0 MiB per rank)
+ * one stage buffer higher (bench/throughput/table1.sh: 13.0 against 12.0 MiB per rank)
  * for no measurable gain in step time, so zero keeps none.  Zero also posts
  * a partial sum's receive at the very end of the tick before its use
  * (schedule.c), so the sender lets go of the sum before either rank
  * allocates for that tick, whichever of them runs ahead (when the receive
  * came with the use, a rank that ran behind its receiver held one stage
- * buffer more: 12.0 against 11.0 MiB per rank in bench/table1.sh). */
+ * buffer more: 12.0 against 11.0 MiB per rank in bench/throughput/table1.sh). */
 void cdp_req_wait_due(cdp_exec *x, int tick)
 {
     tick -= x->send_slack;

@@ -1,5 +1,5 @@
 # Sourced by the GPU tests and benchmarks (tests/gpu/gpu_parity.sh,
-# bench/gpu_throughput.sh, bench/gpu/*.sh): one 1-step run decides whether
+# bench/gpu/gpu_throughput.sh, bench/gpu/*.sh): one 1-step run decides whether
 # there is a GPU to use.
 #
 # cuda_probe CDP_RUN [BACKEND [PREFIX]]: returns where a 1-step --backend

@@ -1,7 +1,7 @@
 #!/bin/bash
 # --flush-denormals: the default MLP fits synthetic data within a few
 # hundred steps, and then IEEE arithmetic leaves denormal floats in its
-# momentum buffers (the slow path of some CPUs: bench/denormal.sh); with
+# momentum buffers (the slow path of some CPUs: bench/kernels/denormal.sh); with
 # the flag the run leaves none, cdp-v2 stays deterministic and gives the
 # bits of 1 rank on 3, cdp-v1 matches the serial reference (--verify, which
 # runs in the same mode), and a checkpoint resumes bit for bit only under

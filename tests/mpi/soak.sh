@@ -7,7 +7,7 @@
 # with exactly one line "cdp_run: error: ..." naming what is wrong, within
 # a time limit.  First the combinations the soak once found broken, then
 # SOAK_COUNT generated from SOAK_SEED (make check: a short fixed slice;
-# bench/soak.sh: a long one).  A failing combination prints the command
+# bench/reliability/soak.sh: a long one).  A failing combination prints the command
 # that replays it.
 . "$(dirname "$0")/../lib/lib.sh"
 : "${top_srcdir:=$top_builddir}"

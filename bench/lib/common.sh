@@ -2,6 +2,14 @@
 
 # the script's arguments, for the header (sourced: $@ is the script's)
 bench_args="$*"
+# where things are: bench_lib this folder (the shared code), bench_dir
+# bench/, bench_top the source tree
+bench_lib=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+bench_dir=$(cd "$bench_lib/.." && pwd)
+bench_top=$(cd "$bench_dir/.." && pwd)
+# the shared Python modules (trace_steps, bench_result, ...) import from
+# every script's python, heredocs included
+export PYTHONPATH="$bench_lib${PYTHONPATH:+:$PYTHONPATH}"
 #
 # bench_start NAME RESULTS: stops unless $CDP is a built cdp_run, lets
 # mpirun run as root, and sets tmp (OUT when given, kept; else a temporary
@@ -29,8 +37,7 @@ bench_start() {
 # variables the script reads as ${NAME:-...} that are set, plus the
 # OpenBLAS, OpenMP and CDP_ ones, which change kernels and threads.
 bench_header() {
-    local top script cmd knobs v commit cpu mem
-    top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    local top=$bench_top script cmd knobs v commit cpu mem
     script=${BENCH_SCRIPT:-$0}
     cmd=${BENCH_COMMAND:-$0${bench_args:+ $bench_args}}
     knobs=
@@ -60,6 +67,25 @@ bench_header() {
         echo "# gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null |
                        head -1)"
     fi
+}
+
+# bench_result BENCH CONFIG METRIC VALUE UNIT: one figure as a result
+# line, the format every benchmark prints beside its own output (bench/README,
+# "Result lines"; bench_result.py and bench_util.h print the same):
+#     result<TAB>BENCH<TAB>CONFIG<TAB>METRIC<TAB>VALUE<TAB>UNIT
+# A tab or newline inside a field becomes a space (a field never splits),
+# an empty field "-", an empty VALUE (a run that gave no figure) "nan".
+bench_result() {
+    [ $# = 5 ] ||
+        { echo "bench_result: needs BENCH CONFIG METRIC VALUE UNIT, got $# argument(s)" >&2; return 2; }
+    local f line=result value=$4
+    set -- "$1" "$2" "$3" "${value:-nan}" "$5"
+    for f in "$@"; do
+        f=${f//$'\t'/ }
+        f=${f//$'\n'/ }
+        line="$line"$'\t'"${f:--}"
+    done
+    printf '%s\n' "$line"
 }
 
 # bench_have_gnuplot SCRIPT: gnuplot is there, installed when missing

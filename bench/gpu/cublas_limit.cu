@@ -8,15 +8,18 @@
  * that the GEMMs alone allow.  Each shape: best of 7 rounds of 20 calls,
  * timed with CUDA events.  FP32, default math mode (no TF32), like cdp.
  *
- *     nvcc -O2 bench/cublas_limit.cu -o cublas_limit -lcublas
+ *     nvcc -O2 bench/gpu/cublas_limit.cu -o cublas_limit -lcublas
  *     ./cublas_limit [DIMS [BATCH]]        e.g. ./cublas_limit 784-4096-4096-4096-10 1024
  *
+ * Result lines (bench/README) last: GFLOP/s per shape, then the totals.
  * Exit status 77 when no CUDA device is usable (as the test suite's skip). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+
+#include "../lib/bench_util.h"
 
 #define CK(call)                                                                    \
     do {                                                                            \
@@ -37,6 +40,7 @@
 
 enum { NT, TN, NN };
 static const char *const op_name[] = {"fwd  NT", "dW   TN", "dx   NN"};
+static const char *const op_label[] = {"fwd_NT", "dW_TN", "dx_NN"};   /* in result lines */
 
 /* The call of src/gpu/kernels.cu for layer in -> out at batch B. */
 static void gemm(cublasHandle_t h, int op, int B, int in, int out, const float *x,
@@ -84,6 +88,8 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     printf("device %s; MLP %s, batch %d, cuBLAS SGEMM (FP32)\n", prop.name, dims_s, B);
+    char cfg[200], shape_cfg[260];
+    snprintf(cfg, sizeof cfg, "mlp:%s B=%d", dims_s, B);
     double total_s = 0.0, flops = 0.0;
     for (int j = 0; j + 1 < n; j++) {
         int in = dims[j], out = dims[j + 1];
@@ -106,12 +112,17 @@ int main(int argc, char **argv)
             double s = best / 1e3 / calls, f = 2.0 * B * in * out;
             printf("  layer %d %5d -> %-5d %s %10.1f us %8.1f TFLOP/s\n", j, in, out, op_name[op],
                    s * 1e6, f / s / 1e12);
+            snprintf(shape_cfg, sizeof shape_cfg, "%s layer%d %d->%d %s", cfg, j, in, out,
+                     op_label[op]);
+            bench_result("cublas-limit", shape_cfg, "gflops", f / s / 1e9, "GFLOP/s");
             total_s += s;
             flops += f;
         }
     }
     printf("total: %.3f ms per step of %d samples, %.1f TFLOP/s, GEMM bound %.0f samples/s\n",
            total_s * 1e3, B, flops / total_s / 1e12, B / total_s);
+    bench_result_gemm_bound("cublas-limit", cfg, total_s, flops, B);
+    bench_results_end();
     cublasDestroy(h);
     return 0;
 }

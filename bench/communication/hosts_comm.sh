@@ -3,7 +3,7 @@
 # of dp and cdp across K hosts whose links are shaped to a given rate, in
 # one command:
 #
-#     nice bench/hosts_comm.sh [BUILD_DIR]
+#     nice bench/communication/hosts_comm.sh [BUILD_DIR]
 #
 # For every model in MODELS, K in HOSTS and link rate in RATES it makes K
 # emulated hosts with tests/lib/hosts.sh (network, UTS and mount namespaces on a
@@ -34,7 +34,7 @@
 #             a cdp rule runs (ticks - 2L*steps) extra drain ticks, shown as
 #             "drain" in the raw rows; with few steps that weighs on cdp)
 #   trace_s   the median step period on rank 0 after SKIP steps
-#             (bench/trace_steps.py: the starts of worker 0's first forward);
+#             (bench/lib/trace_steps.py: the starts of worker 0's first forward);
 #             a communication-bound cdp run that queues nonblocking sends
 #             faster than the link drains them shows a short period here and
 #             pays in the drain: step_s is the figure the table uses
@@ -62,11 +62,11 @@
 #   $RAW/trace-*.json     the two traces of the trace picture
 #   $FIG                  throughput and cdp/dp ratio against link rate
 #                         (gnuplot SVG; PNG when the name ends in .png)
-#                                                        [bench/hosts_comm.svg]
-#   $TRACE_FIG            dp and cdp-v2 timelines at TRACE_AT (bench/trace_svg.py)
-#                                                        [bench/hosts_trace.svg]
+#                                                        [bench/figures/hosts_comm.svg]
+#   $TRACE_FIG            dp and cdp-v2 timelines at TRACE_AT (bench/lib/trace_svg.py)
+#                                                        [bench/figures/hosts_trace.svg]
 # Redraw from a table without running anything:
-#   PLOT_ONLY=bench/raw/DATE/hosts_comm/hosts_comm.txt bench/hosts_comm.sh
+#   PLOT_ONLY=bench/raw/DATE/hosts_comm/hosts_comm.txt bench/communication/hosts_comm.sh
 #
 # environment (defaults):
 #   MODELS ["mlp:784-1024-1024-1024-10"]: NAME or NAME@B (B samples per worker)
@@ -91,10 +91,11 @@
 # gnuplot: installed with apt-get (gnuplot-nox) when missing, as in
 # memory_figure.sh.  Needs root (network namespaces); exits 77 otherwise.
 # Smoke (~1 min): HOSTS=2 RATES=1gbit REPS=1 STEPS=3 RAW=/tmp/hc \
-#   FIG=/tmp/hc/f.svg TRACE_AT=2:1gbit TRACE_FIG=/tmp/hc/t.svg bench/hosts_comm.sh
+#   FIG=/tmp/hc/f.svg TRACE_AT=2:1gbit TRACE_FIG=/tmp/hc/t.svg bench/communication/hosts_comm.sh
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/common.sh"
 MODELS=${MODELS:-"mlp:784-1024-1024-1024-10"}
 HOSTS=${HOSTS:-"2 4 8"}
 RATES=${RATES:-"10gbit 1gbit 100mbit"}
@@ -110,20 +111,24 @@ STAGES=${STAGES:-}
 DATA=${DATA:-synthetic}
 TIMEOUT=${TIMEOUT:-600}
 TRACE_AT=${TRACE_AT-"4:1gbit"}
-RAW=${RAW:-$here/raw/$(date -u +%Y-%m-%d)/hosts_comm}
-FIG=${FIG:-$here/hosts_comm.svg}
-TRACE_FIG=${TRACE_FIG:-$here/hosts_trace.svg}
+RAW=${RAW:-$bench_dir/raw/$(date -u +%Y-%m-%d)/hosts_comm}
+FIG=${FIG:-$bench_dir/figures/hosts_comm.svg}
+TRACE_FIG=${TRACE_FIG:-$bench_dir/figures/hosts_trace.svg}
 
 # ------------------------------------------------------------ gnuplot
-# draw TABLE [nofig]: the Markdown tables on stdout, the SVG in $FIG
+# draw TABLE RESULTS [nofig]: the Markdown tables on stdout, the SVG in
+# $FIG, the result lines in the file RESULTS
 draw() {
-    local table=$1 nofig=${2:-} gp
+    local table=$1 results=$2 nofig=${3:-} gp
     gp=$(mktemp /tmp/hosts_comm.XXXXXX.gp)
-    python3 - "$table" "$FIG" "$gp" <<'EOF'
+    python3 - "$table" "$FIG" "$gp" "$results" <<'EOF'
 import statistics
 import sys
 
-table, fig, gp = sys.argv[1:4]
+from bench_result import bench_result
+
+table, fig, gp, results = sys.argv[1:5]
+out_results = open(results, "w")
 rows, plans, meta, cols, pcols = [], [], {}, None, None
 for line in open(table):
     if line.startswith("#cols "):
@@ -193,6 +198,11 @@ def sel(s, c=None, rep=None):
             and r["status"] == "ok"]
 
 
+def meta_b(model):
+    """the samples per worker of a model's rows"""
+    return next((r["B"] for r in rows if r["model"] == model), "?")
+
+
 def sps(r):
     return int(r["N"]) * int(r["B"]) / float(r["step_s"])
 
@@ -244,6 +254,16 @@ for s in settings:
     cells.append(f2(med([float(r["step_s"]) for r in sel(s, "dp")])))
     cells.append(f2(med([float(r["step_s"]) for r in sel(s, "cdp-v2")])))
     print("| " + " | ".join(cells) + " |")
+    cfg = f"{s[0]} B={meta_b(s[0])} K={s[1]} link={s[2]}"
+    for c in configs:
+        if (s, c) in stat:
+            bench_result("hosts-comm", f"{cfg} {c}", "throughput_median", stat[(s, c)], "samples/s",
+                         file=out_results)
+    for name, v in (("cdp-v1/dp", r1), ("cdp-v2/dp", r2)):
+        bench_result("hosts-comm", f"{cfg} {name}", "throughput_median", v, "ratio",
+                     file=out_results)
+    bench_result("hosts-comm", f"{cfg} cdp-v2/dp", "throughput_trace_periods", r3, "ratio",
+                 file=out_results)
 
 # traffic: per (model, K, config), rate-independent; measured vs --plan
 print("\nTraffic per step position (MB = 1e6 bytes; bytes handed to MPI, all ranks; "
@@ -278,6 +298,16 @@ for m, K in mk:
         print(f"| {m} | {K} | {c} | {rs[0]['L']} | {mb(pkm)}{rng} | "
               f"{mb(med([num(r['mean_tick']) for r in rs]))} | {mb(ppk)} | {mb(pmn)} | {rel} | "
               f"{f2(med([num(r['coll_step']) for r in rs]))} | {rs[0]['drain']} |")
+        cfg = f"{m} B={meta_b(m)} K={K} {c} L={rs[0]['L']}"
+        mean_tick = med([num(r['mean_tick']) for r in rs])
+        coll = med([num(r['coll_step']) for r in rs])
+        for metric, v, unit in (("bytes_sent_peak_tick", pkm, "bytes"),
+                                ("bytes_sent_mean_tick", mean_tick, "bytes"),
+                                ("plan_bytes_sent_peak_tick", ppk, "bytes"),
+                                ("plan_bytes_sent_mean_tick", pmn, "bytes"),
+                                ("collective_calls_per_step", coll, "count")):
+            bench_result("hosts-comm", cfg, metric, v, unit, file=out_results)
+out_results.close()
 
 # ------------------------------------------------------------ figure
 models = []
@@ -356,19 +386,22 @@ EOF
     return $rc
 }
 
-. "$here/common.sh"
 if [ -n "${PLOT_ONLY:-}" ]; then
-    bench_have_gnuplot hosts_comm.sh || exit 1
-    draw "$PLOT_ONLY"
-    exit
+    bench_have_gnuplot communication/hosts_comm.sh || exit 1
+    results=$(mktemp /tmp/hosts_comm.XXXXXX.results)
+    draw "$PLOT_ONLY" "$results"
+    rc=$?
+    cat "$results"
+    rm -f "$results"
+    exit $rc
 fi
 
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 bench_start hosts_comm.sh rows.txt
 [ "$(id -u)" = 0 ] || { echo "hosts_comm.sh: needs root (network namespaces): skip" >&2; exit 77; }
 plot_ok=1
-bench_have_gnuplot hosts_comm.sh || plot_ok=0
+bench_have_gnuplot communication/hosts_comm.sh || plot_ok=0
 mkdir -p "$RAW"
 table=$RAW/hosts_comm.txt
 log=$tmp/log.txt
@@ -423,7 +456,7 @@ cols="model B K rate config rep N L steps step_s trace_s trace_p10 sps_summary b
 peak_tick mean_tick ticks drain coll_step load1 status"
 pcols="model K config L ranks_used plan_peak plan_mean"
 {
-    echo "# bench/hosts_comm.sh: dp and cdp across emulated hosts (tests/lib/hosts.sh, tc tbf links)"
+    echo "# bench/communication/hosts_comm.sh: dp and cdp across emulated hosts (tests/lib/hosts.sh, tc tbf links)"
     bench_header
     echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP; commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
     echo "# $(mpirun --version 2>&1 | head -1); $(uname -r); tc qdiscs: tbf (netem missing: no delay, no loss)"
@@ -453,7 +486,7 @@ plan() {
         --workers "$n" --batch "$mb" "${lopt[@]}" "$@" --plan >"$tmp/plan.txt" 2>&1
 }
 
-. "$here/../tests/lib/hosts.sh"
+. "$bench_top/tests/lib/hosts.sh"
 HOSTS_SLOTS=1
 mine_left() { ip netns list 2>/dev/null | grep -c "^cdp$$-"; }
 
@@ -547,7 +580,7 @@ for spec in $MODELS; do
                     fi
                     L=$(key "$m" stages)
                     ticks=$(key "$m" ticks)
-                    tr=$(python3 "$here/trace_steps.py" "$t" --skip "$SKIP" 2>/dev/null)
+                    tr=$(python3 "$bench_lib/trace_steps.py" "$t" --skip "$SKIP" 2>/dev/null)
                     read -r _ _ trmed trp10 <<<"${tr:-- - - -}"
                     row "$model $mb $K $rate $c $rep $K $L $steps $(key "$m" step_time_s)" \
                         "${trmed:--} ${trp10:--} $(key "$m" samples_per_s) $(key "$m" bytes_sent_total)" \
@@ -576,18 +609,19 @@ say "# total: $((elapsed / 60)) min $((elapsed % 60)) s; load at the end: $(cut 
 echo
 echo "# table: $table"
 if [ $plot_ok = 1 ]; then
-    draw "$table" >"$tmp/md.txt"
+    draw "$table" "$tmp/result_lines.txt" >"$tmp/md.txt"
 else
-    draw "$table" nofig >"$tmp/md.txt"
+    draw "$table" "$tmp/result_lines.txt" nofig >"$tmp/md.txt"
 fi
 cat "$tmp/md.txt"
 { echo; echo "# table (Markdown)"; cat "$tmp/md.txt"; } >>"$table"
 if [ -n "$TRACE_AT" ] && [ -n "$trace_a" ] && [ -n "$trace_b" ]; then
     first=$SKIP
-    python3 "$here/trace_svg.py" "$TRACE_FIG" --first "$first" --count 2 \
+    python3 "$bench_lib/trace_svg.py" "$TRACE_FIG" --first "$first" --count 2 \
         --title "cdp_run --trace, $(echo "$MODELS" | cut -d' ' -f1), ${TRACE_AT%%:*} hosts x 1 rank, links ${TRACE_AT#*:} (tc tbf), N=${TRACE_AT%%:*} x B=$B" \
         "dp (MPI_Allreduce at the end of the step)=$trace_a" \
         "cdp-v2 (partial sums around the ring, point to point)=$trace_b" \
         && echo "# trace picture: $TRACE_FIG"
 fi
+cat "$tmp/result_lines.txt" 2>/dev/null
 [ $plot_ok = 1 ] || { echo "# no figure: gnuplot is missing (see above)"; exit 1; }

@@ -3,10 +3,16 @@
 the largest lr*h for which the update of section 3.3, applied to a quadratic
 of curvature h, still converges, with a fresh gradient (dp) and with one a
 step old (the lag of cdp-v1).  Prints one line per optimizer and momentum,
-beside the closed form.  Plain Python, no dependencies.
+beside the closed form, then the same as result lines (bench/README).
+Plain Python, no dependencies.
 
-    bench/lag_stability.py
+    bench/accuracy/lag_stability.py
 """
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from bench_result import bench_result  # noqa: E402
 
 
 def converges(a, beta, lag, adam, steps=6000):
@@ -43,11 +49,17 @@ def closed(beta, lag, adam):
 
 def main():
     print(f"{'optimizer':<8} {'momentum':>8} {'lag':>3} {'lr*h bound':>11} {'closed form':>11}")
+    results = []
     for adam in (False, True):
         for beta in (0.0, 0.5, 0.8, 0.9):
             for lag in (0, 1):
-                print(f"{'adamw' if adam else 'sgd':<8} {beta:>8} {lag:>3} "
-                      f"{bound(beta, lag, adam):>11.3f} {closed(beta, lag, adam):>11.3f}")
+                opt = "adamw" if adam else "sgd"
+                found, exact = bound(beta, lag, adam), closed(beta, lag, adam)
+                print(f"{opt:<8} {beta:>8} {lag:>3} {found:>11.3f} {exact:>11.3f}")
+                cfg = f"{opt} momentum={beta} lag={lag}"
+                results += [(cfg, "lr_h_bound", found), (cfg, "lr_h_closed_form", exact)]
+    for cfg, metric, value in results:
+        bench_result("lag-stability", cfg, metric, value, "lr*h")
 
 
 if __name__ == "__main__":

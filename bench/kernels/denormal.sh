@@ -5,20 +5,21 @@
 # Runs `cdp_run --data synthetic --steps STEPS` (the default model, one
 # rank) with IEEE arithmetic and with --flush-denormals, alternating, REPS
 # times, and prints the time per step of an early epoch and of the last
-# one, and their ratio.
+# one, and their ratio; then the result lines (bench/README): every run's
+# two figures, the medians of the last epoch's and their ratio.
 #
-# usage: bench/denormal.sh [BUILD_DIR]
+# usage: bench/kernels/denormal.sh [BUILD_DIR]
 # environment: STEPS [3072]  EARLY [3] (the early epoch)  REPS [3]
 #   EXTRA (more cdp_run options)  OUT
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+. "$here/../lib/common.sh"
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 STEPS=${STEPS:-3072}
 EXTRA=${EXTRA:-}
 EARLY=${EARLY:-3}
 REPS=${REPS:-3}
-. "$here/common.sh"
 bench_start denormal.sh results.txt
 
 # ms per step of epoch E of a --metrics file
@@ -53,5 +54,13 @@ done
 med() { awk -v m="$1" '$2 == m { print $4 }' "$res" | sort -g |
         awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 i=$(med ieee); f=$(med ftz)
-printf "RESULT last epoch, median ms/step: ieee %s, ftz %s, ieee/ftz %.2f\n" "$i" "$f" \
-    "$(echo "$i / $f" | bc -l)"
+ratio=$(echo "$i / $f" | bc -l)
+printf "RESULT last epoch, median ms/step: ieee %s, ftz %s, ieee/ftz %.2f\n" "$i" "$f" "$ratio"
+cfg="synthetic steps=$STEPS${EXTRA:+ $EXTRA}"
+while read -r r mode a b _; do
+    bench_result denormal "$cfg $mode rep=$r epoch=$EARLY" step_time "$a" ms
+    bench_result denormal "$cfg $mode rep=$r epoch=last" step_time "$b" ms
+done <"$res"
+bench_result denormal "$cfg ieee epoch=last" step_time_median "$i" ms
+bench_result denormal "$cfg ftz epoch=last" step_time_median "$f" ms
+bench_result denormal "$cfg ieee/ftz epoch=last" step_time_median "$(printf '%.4f' "$ratio")" ratio

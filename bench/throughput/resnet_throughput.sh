@@ -29,11 +29,11 @@
 # each rank idle for part of a step (with 4-step epochs, as this script
 # used before f4753c5, 2026-11-25, the mean step of cdp-v1 on 2 ranks was
 # 20% longer).
-# Step times from cdp_run --trace (bench/trace_steps.py --skip WARMUP):
+# Step times from cdp_run --trace (bench/lib/trace_steps.py --skip WARMUP):
 # the run's own step_time_s includes the warm-up steps.  cdp_run sets its
 # own OpenBLAS kernel and OpenMP spin count (src/cpu/blas_setup.c).
 #
-# PyTorch configurations (bench/torch_resnet.py, one process per repetition
+# PyTorch configurations (bench/throughput/torch_resnet.py, one process per repetition
 # measuring them all round-robin, OPENBLAS_CORETYPE=SkylakeX in the
 # environment; PyTorch 1.13 here runs convolutions and BatchNorm through
 # oneDNN when torch.backends.mkldnn is enabled, Linear through OpenBLAS):
@@ -45,7 +45,7 @@
 #   OMP_WAIT_POLICY=PASSIVE running the configurations with T > 1.
 # The "best PyTorch" is the configuration with the highest median.
 #
-# SGEMM bound (bench/conv_gemm_bound.c, built here against the in-tree
+# SGEMM bound (bench/kernels/conv_gemm_bound.c, built here against the in-tree
 # libcdp): the model's convolutions as im2col GEMMs over the whole batch
 # (fwd, dW, dcol) and the Linear's GEMMs, timed with plain cblas_sgemm,
 # best of BOUND_ROUNDS rounds per shape, summed: GEMM time alone, nothing
@@ -55,9 +55,10 @@
 # one thread, twice in parallel: the 2-rank configuration, assuming no
 # interference).  Bound of the 2 cores = the best of t2, split2, 2x t1 over
 # all repetitions (a bound is a best-of figure; other jobs only lower it);
-# FRACTION = cdp's median / that bound.
+# FRACTION = cdp's median / that bound.  The summary's figures end the
+# output again as result lines (bench/README).
 #
-# usage: bench/resnet_throughput.sh [BUILD_DIR]   (BUILD_DIR holds cdp_run and
+# usage: bench/throughput/resnet_throughput.sh [BUILD_DIR]   (BUILD_DIR holds cdp_run and
 #        .libs/libcdp.so; default: this tree, built in place by ./bootstrap)
 # environment:
 #   CASES        "MODEL:B ..."                   ["resnet20:128 resnet18-cifar:64"]
@@ -73,11 +74,12 @@
 #   PY           python with torch and torchvision [/usr/bin/python3]
 #   CORETYPE     OPENBLAS_CORETYPE for every run   [SkylakeX]
 #   OUT          keep raw results here           [a temporary directory, removed]
-# e.g. smoke test: CASES="resnet20:16" REPS=1 STEPS=2 WARMUP=1 bench/resnet_throughput.sh
+# e.g. smoke test: CASES="resnet20:16" REPS=1 STEPS=2 WARMUP=1 bench/throughput/resnet_throughput.sh
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+. "$here/../lib/common.sh"
+BUILD=${1:-${top_builddir:-$bench_top}}
 BUILD=$(cd "$BUILD" && pwd)
 CDP=$BUILD/cdp_run
 PY=${PY:-/usr/bin/python3}
@@ -96,7 +98,6 @@ CORETYPE=${CORETYPE:-SkylakeX}
 HYPER="--lr 0.05 --momentum 0.9 --weight-decay 5e-4"
 "$PY" -c 'import torch, torchvision' 2>/dev/null ||
     { echo "resnet_throughput.sh: $PY cannot import torch and torchvision" >&2; exit 2; }
-. "$here/common.sh"
 bench_start resnet_throughput.sh results.txt
 
 steps_of() {
@@ -125,7 +126,7 @@ run_cdp() {
     fi
     # steps mean_s median_s p10_s (after WARMUP steps)
     local st
-    st=$("$PY" "$here/trace_steps.py" "$tr" --skip "$WARMUP")
+    st=$("$PY" "$bench_lib/trace_steps.py" "$tr" --skip "$WARMUP")
     # shellcheck disable=SC2086
     set -- $st
     if [ "$1" = 0 ]; then echo "no step periods in the trace ($model $cfg)"; return; fi
@@ -160,7 +161,7 @@ run_bound() {
         OPENBLAS_CORETYPE="$CORETYPE" timeout 900 "$bound_bin" "$model" "$SHAPE" $args \
             --rounds "$BOUND_ROUNDS" --min-ms "$BOUND_MIN_MS" >"$tmp/bound.log" 2>&1 ||
             { echo "conv_gemm_bound failed ($model $how):"; tail -3 "$tmp/bound.log"; continue; }
-        [ "$rep" = 1 ] && [ "$how" = t1 ] && sed 's/^/    /' "$tmp/bound.log"
+        [ "$rep" = 1 ] && [ "$how" = t1 ] && sed '/^result\t/d; s/^/    /' "$tmp/bound.log"
         v=$(sed -n 's/.*GEMM bound \([0-9.]*\) samples\/s.*/\1/p' "$tmp/bound.log")
         [ "$how" = 2xt1 ] && v=$(awk -v v="$v" 'BEGIN {printf "%.2f", 2 * v}')
         [ -n "$v" ] && record "$rep" "$model" "bound:$how" "$v"
@@ -170,12 +171,13 @@ run_bound() {
 bound_bin=
 if [ "${NO_BOUND:-0}" != 1 ]; then
     if [ -e "$BUILD/.libs/libcdp.so" ] &&
-       gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$here/../include" -I"$here/../src" "$here/conv_gemm_bound.c" \
+       gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -I"$bench_top/include" -I"$bench_top/src" \
+           "$bench_dir/kernels/conv_gemm_bound.c" \
            -o "$tmp/conv_gemm_bound" -L"$BUILD/.libs" -lcdp -Wl,-rpath,"$BUILD/.libs" \
            -lopenblas -lm 2>"$tmp/bound_build.log"; then
         bound_bin=$tmp/conv_gemm_bound
     else
-        echo "note: bench/conv_gemm_bound.c does not build (needs $BUILD/.libs/libcdp.so):"
+        echo "note: bench/kernels/conv_gemm_bound.c does not build (needs $BUILD/.libs/libcdp.so):"
         cat "$tmp/bound_build.log" 2>/dev/null
     fi
 fi
@@ -207,9 +209,12 @@ echo
 echo "== summary: samples/s, median over $REPS repetitions [min-max]; ratio: median of the"
 echo "   per-repetition ratios to the best PyTorch configuration; fraction: of the best 2-core"
 echo "   SGEMM bound (GEMMs alone, best over the repetitions)"
-"$PY" - "$res" <<'EOF'
+"$PY" - "$res" "$SHAPE" <<'EOF'
 import sys, statistics, collections
+from bench_result import bench_result
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+shape = sys.argv[2]
+results = []        # printed after the tables
 by = collections.defaultdict(dict)          # (model, label) -> {rep: samples/s}
 for rep, model, label, v in rows:
     by[(model, label)][rep] = float(v)
@@ -237,6 +242,17 @@ for model in dict.fromkeys(m for m, _ in by):
         else:
             val = f"{med[(model, l)]:10.1f}"
         print(f"  {l:44s} {val} {'[%.1f-%.1f]' % (min(d.values()), max(d.values())):>17s} {r:>6s} {f:>8s}")
+        cfg = f"{model} {shape} {l}"
+        if l.startswith("bound:"):
+            results.append((cfg, "throughput_best", max(d.values()), "samples/s"))
+        else:
+            results.append((cfg, "throughput_median", med[(model, l)], "samples/s"))
+        if r:
+            results.append((f"{cfg} / {best_t}", "throughput_median",
+                            statistics.median(rs) if rs else None, "ratio"))
+        if f:
+            results.append((f"{cfg} / best 2-core bound", "throughput_median",
+                            med[(model, l)] / bound2, "ratio"))
     if best_t:
         print(f"  best PyTorch: {best_t} ({med[(model, best_t)]:.1f} samples/s)")
     for c in cdp:
@@ -247,4 +263,6 @@ for model in dict.fromkeys(m for m, _ in by):
         if bound2:
             line += f", fraction of the SGEMM bound ({bound2:.1f}) {med[(model, c)] / bound2:.2f}"
         print(line)
+for r in results:
+    bench_result("resnet-throughput", *r)
 EOF

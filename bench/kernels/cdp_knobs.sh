@@ -1,16 +1,17 @@
 #!/bin/bash
 # cdp_run under different thread / environment settings, measured round-robin
 # (profiling hints: where does the second core go?).  Step time = median of
-# the per-step periods of --trace (bench/trace_steps.py), per repetition; the
+# the per-step periods of --trace (bench/lib/trace_steps.py), per repetition; the
 # summary gives the median over repetitions and the ratio to the first
-# variant measured back to back.
+# variant measured back to back, then as result lines (bench/README).
 #
-# usage: bench/cdp_knobs.sh [BUILD_DIR]
+# usage: bench/kernels/cdp_knobs.sh [BUILD_DIR]
 # environment: REPS [3], MODEL [mlp:784-1024-1024-10], SHAPES ["4:32 1:128"]
 #   (N:B pairs), RULE [cdp-v2], OUT (keep raw results)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+. "$here/../lib/common.sh"
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 MPIRUN=${MPIRUN:-mpirun}
 PY=${PY:-python3}
@@ -20,7 +21,6 @@ SHAPES=${SHAPES:-"4:32 1:128"}
 RULE=${RULE:-cdp-v2}
 ONLY=${ONLY:-}     # a grep -E pattern: run only the variants whose label matches
 STEPS=${STEPS:-150}
-. "$here/common.sh"
 bench_start cdp_knobs.sh knobs.txt
 bench_header
 
@@ -60,7 +60,7 @@ for shape in $SHAPES; do
                     --trace "$tmp/trace.json" >"$tmp/log" 2>&1; then
                 echo "failed: $label"; cat "$tmp/log"; continue
             fi
-            med=$("$PY" "$here/trace_steps.py" "$tmp/trace.json" | awk '{print $3}')
+            med=$("$PY" "$bench_lib/trace_steps.py" "$tmp/trace.json" | awk '{print $3}')
             echo "N${n}xB${b}|$label|$rep|$med" | tee -a "$res"
         done
     done
@@ -68,8 +68,9 @@ done
 
 echo
 echo "== summary: median step period (ms) and samples/s; ratio to the first variant (back to back)"
-"$PY" - "$res" <<'EOF'
+"$PY" - "$res" "$MODEL $RULE" <<'EOF'
 import sys, statistics, collections
+from bench_result import bench_result
 d = collections.defaultdict(dict)
 order = []
 for l in open(sys.argv[1]):
@@ -78,6 +79,7 @@ for l in open(sys.argv[1]):
     if (shape, label) not in order:
         order.append((shape, label))
 shapes = list(dict.fromkeys(s for s, _ in order))
+results = []
 for s in shapes:
     labels = [l for (sh, l) in order if sh == s]
     base = d[(s, labels[0])]
@@ -89,4 +91,9 @@ for s in shapes:
         m = statistics.median(x.values())
         rs = [x[r] / base[r] for r in x if r in base]
         print(f"  {l:48s} {m * 1e3:8.2f} ms {sps / m:9.0f} samples/s  x{statistics.median(rs):.2f}")
+        results.append((f"{sys.argv[2]} {s} {l}", m * 1e3, sps / m, statistics.median(rs)))
+for cfg, ms, sps, ratio in results:
+    bench_result("knobs", cfg, "step_time_median", ms, "ms")
+    bench_result("knobs", cfg, "throughput", sps, "samples/s")
+    bench_result("knobs", cfg, "step_time/first_variant", ratio, "ratio")
 EOF

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch training throughput for the MLPs that cdp_run trains (bench/throughput.sh).
+"""PyTorch training throughput for the MLPs that cdp_run trains
+(bench/throughput/mlp_throughput.sh).
 
 The loop is what a PyTorch user writes: nn.Sequential(Linear, ReLU, ..., Linear),
 mean cross-entropy, torch.optim.SGD(lr, momentum 0.9), Fashion-MNIST shuffled
@@ -38,12 +39,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# the same step-time statistics as for cdp_run's traces (bench/ is on sys.path
-# when this file runs as a script or is imported by throughput.sh)
-from trace_steps import quantile
-from openblas_ctl import corename, set_blas_threads
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+# the same step-time statistics as for cdp_run's traces
+from trace_steps import quantile  # noqa: E402
+from openblas_ctl import corename, set_blas_threads  # noqa: E402
 from cdp_files import idx_path, idx_read  # noqa: E402
 
 
@@ -196,7 +197,7 @@ def sgemm_bound(a):
     sgemm that cdp calls): per micro-batch of rows m = batch/micro, for every
     layer [in -> out]: forward Y = X W^T (m x out x in), weight gradient
     dW = dY^T X (out x in x m) and, except for the first layer, dX = dY W
-    (m x in x out).  A fallback when bench/sgemm_limit.c is not available."""
+    (m x in x out).  A fallback when bench/kernels/sgemm_limit.c is not available."""
     torch.set_num_threads(1)
     set_blas_threads(a.bound_blas_threads)
     dims = [int(s) for s in a.model.replace("mlp:", "").split("-")]

@@ -19,7 +19,7 @@
  * the machines are noisy, compare within one run.
  *
  * Build (after ./bootstrap; links the in-tree libcdp):
- *     gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc/cpu bench/conv_kernels.c \
+ *     gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc/cpu bench/kernels/conv_kernels.c \
  *         -o conv_kernels -L.libs -lcdp -Wl,-rpath,$PWD/.libs -lopenblas -lm
  * Run:
  *     ./conv_kernels [REPS]          (default 3)
@@ -39,7 +39,10 @@
  * without oneDNN takes them (im2col or direct by cdp_cpu_conv_direct_use)
  * against oneDNN (cdp_cpu_conv_dnnl = 2) the same way, on 1 thread (split
  * 1), with the path the default policy (cdp_cpu_conv_dnnl_use) takes.  The
- * other modes time cdp's own paths only (oneDNN off). */
+ * other modes time cdp's own paths only (oneDNN off).
+ *
+ * Result lines (bench/README) last: every cell's GFLOP/s, fwd and bwd, and
+ * in direct and dnnl the ratios; config: the mode, the shape (or "all"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +51,7 @@
 
 #include "backend/backend.h"
 #include "cpu_internal.h"
-#include "bench_util.h"
+#include "../lib/bench_util.h"
 
 struct shp {
     const char *net;
@@ -147,6 +150,25 @@ static const char *policy_dnnl(const cdp_conv_shape *s, int pass)
     return r;
 }
 
+/* the result lines of one row of bench_pair: GFLOP/s of both paths, fwd
+ * and bwd, and the ratios (times t[path][fwd, bwd], fl forward flops) */
+static void pair_results(const char *cfg, const char *name0, const char *name1, double fl,
+                         double t[2][2])
+{
+    const char *names[2] = {name0, name1};
+    char metric[64];
+    for (int m = 0; m < 2; m++) {
+        snprintf(metric, sizeof metric, "%s_fwd", names[m]);
+        bench_result("conv-kernels", cfg, metric, fl / t[m][0] * 1e-9, "GFLOP/s");
+        snprintf(metric, sizeof metric, "%s_bwd", names[m]);
+        bench_result("conv-kernels", cfg, metric, 2 * fl / t[m][1] * 1e-9, "GFLOP/s");
+    }
+    snprintf(metric, sizeof metric, "%s/%s_fwd", name1, name0);
+    bench_result("conv-kernels", cfg, metric, t[0][0] / t[1][0], "ratio");
+    snprintf(metric, sizeof metric, "%s/%s_bwd", name1, name0);
+    bench_result("conv-kernels", cfg, metric, t[0][1] / t[1][1], "ratio");
+}
+
 /* path 0 against path 1 (set(m)), alternating rep by rep over the shapes of
  * lists a and b (see the top comment) */
 static int bench_pair(const struct shp *a, size_t na, const struct shp *bl, size_t nb,
@@ -195,6 +217,10 @@ static int bench_pair(const struct shp *a, size_t na, const struct shp *bl, size
         for (int m = 0; m < 2; m++)
             printf("  %4.0f / %4.0f", fl / t[m][0] * 1e-9, 2 * fl / t[m][1] * 1e-9);
         printf("  %4.2f / %4.2f  %s / %s\n", t[0][0] / t[1][0], t[0][1] / t[1][1], deff, defb);
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "%s: %s Cin=%d Cout=%d P=%d B=%d", name1, h->net, s.Cin, s.Cout,
+                 P, s.B);
+        pair_results(cfg, name0, name1, fl, t);
         fflush(stdout);
         for (int m = 0; m < 2; m++) {
             tot[m][0] += t[m][0];
@@ -207,7 +233,23 @@ static int bench_pair(const struct shp *a, size_t na, const struct shp *bl, size
     for (int m = 0; m < 2; m++)
         printf("  %4.0f / %4.0f", tot_f / tot[m][0] * 1e-9, 2 * tot_f / tot[m][1] * 1e-9);
     printf("  %4.2f / %4.2f\n", tot[0][0] / tot[1][0], tot[0][1] / tot[1][1]);
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "%s: all", name1);
+    pair_results(cfg, name0, name1, tot_f, tot);
+    bench_results_end();
     return 0;
+}
+
+/* the result lines of one cell of the layout table: column l's GFLOP/s */
+static void layout_results(const char *cfg, int l, double fwd, double bwd)
+{
+    static const char *const col[6] = {"sgemm", "per-sample", "cols1024", "cols4096", "batch",
+                                       "def/2t"};
+    char metric[32];
+    snprintf(metric, sizeof metric, "%s_fwd", col[l]);
+    bench_result("conv-kernels", cfg, metric, fwd, "GFLOP/s");
+    snprintf(metric, sizeof metric, "%s_bwd", col[l]);
+    bench_result("conv-kernels", cfg, metric, bwd, "GFLOP/s");
 }
 
 int main(int argc, char **argv)
@@ -289,8 +331,12 @@ int main(int argc, char **argv)
         be = cdp_backend_cpu(2);
         time_conv(be, &s, x, w, b, dy, y, dx, dw, db, &tf[5], &tb[5]);
         printf("%-10s %4d %4d %4d %5d ", h->net, s.Cout, P, s.B, K);
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "layouts: %s Cin=%d Cout=%d P=%d B=%d K=%d", h->net, s.Cin,
+                 s.Cout, P, s.B, K);
         for (int l = 0; l < 6; l++) {
             printf(" %4.0f / %4.0f", fl / tf[l] * 1e-9, 2 * fl / tb[l] * 1e-9);
+            layout_results(cfg, l, fl / tf[l] * 1e-9, 2 * fl / tb[l] * 1e-9);
             tot_t[l][0] += tf[l];
             tot_t[l][1] += tb[l];
         }
@@ -300,8 +346,12 @@ int main(int argc, char **argv)
         free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
     }
     printf("%-10s %4s %4s %4s %5s ", "all", "", "", "", "");
-    for (int l = 0; l < 6; l++)
+    for (int l = 0; l < 6; l++) {
         printf(" %4.0f / %4.0f", tot_f / tot_t[l][0] * 1e-9, 2 * tot_f / tot_t[l][1] * 1e-9);
+        layout_results("layouts: all", l, tot_f / tot_t[l][0] * 1e-9,
+                       2 * tot_f / tot_t[l][1] * 1e-9);
+    }
     printf("\n");
+    bench_results_end();
     return 0;
 }

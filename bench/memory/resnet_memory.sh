@@ -16,19 +16,21 @@
 #     (X bytes at B=..); dp: .. (Y bytes)"), which counts a stage's
 #     activations from its forward to its backward (the executor frees a
 #     stage's output earlier, so the measured peaks are lower).
+# The summary's figures end the output again as result lines (bench/README).
 #
-# usage: bench/resnet_memory.sh [BUILD_DIR]   (BUILD_DIR holds cdp_run;
+# usage: bench/memory/resnet_memory.sh [BUILD_DIR]   (BUILD_DIR holds cdp_run;
 #        default: this tree, built in place by ./bootstrap)
 # environment (defaults: the paper's ImageNet setting):
 #   MODEL [resnet50]  SHAPE [3x224x224]  N [8]  L [4]  B [2]  STEPS [2]
 #   THREADS [2]  BALANCES ["flops activations"]  OUT [temporary, removed]
 # Takes ~45 s with the defaults on 2 nearly idle cores (each run ~10 s;
 # bench/raw/2026-11-23/resnet_memory.txt).
-# Smoke test: MODEL=resnet20 SHAPE=3x32x32 bench/resnet_memory.sh
+# Smoke test: MODEL=resnet20 SHAPE=3x32x32 bench/memory/resnet_memory.sh
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+. "$here/../lib/common.sh"
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 MODEL=${MODEL:-resnet50}
 SHAPE=${SHAPE:-3x224x224}
@@ -38,7 +40,6 @@ B=${B:-2}
 STEPS=${STEPS:-2}
 THREADS=${THREADS:-2}
 BALANCES=${BALANCES:-"flops activations"}
-. "$here/common.sh"
 bench_start resnet_memory.sh results.txt
 
 # the data set is tiny on purpose: cdp_run evaluates the test set at the
@@ -75,9 +76,11 @@ done
 
 echo
 echo "== summary ($MODEL, $SHAPE, N=$N, L=$L, B=$B)"
-python3 - "$res" "$N" "$L" "$tmp" $BALANCES <<'EOF'
+python3 - "$res" "$N" "$L" "$tmp" "$MODEL $SHAPE N=$N L=$L B=$B" $BALANCES <<'EOF'
 import re, sys
-res, N, L, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+from bench_result import bench_result
+res, N, L, tmp, setup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+results = []        # printed after the summary
 rows = {}
 for line in open(res):
     bal, rule, act, rss, st, wall = line.split()
@@ -86,9 +89,13 @@ MB = 1e6
 print(f"  {'balance':12s} {'rule':7s} {'peak act MB':>12s} {'peak RSS MB':>12s} {'step s':>8s} {'run s':>7s}")
 for (bal, rule), (act, rss, st, wall) in rows.items():
     print(f"  {bal:12s} {rule:7s} {act / MB:12.1f} {rss / MB:12.1f} {st:8.2f} {wall:7.1f}")
+    cfg = f"{setup} balance={bal} {rule}"
+    results += [(cfg, "peak_activation_bytes", act, "bytes"), (cfg, "peak_rss_bytes", rss, "bytes"),
+                (cfg, "step_time", st, "s"), (cfg, "run_time", wall, "s")]
 pred = N * (L + 1) / 2 / (N * L)
 print(f"\n  timeline prediction N*(L+1)/2 / (N*L) = {N * (L + 1) / 2:g} / {N * L} = {pred:.3f}")
-for bal in sys.argv[5:]:
+results.append((setup, "timeline_prediction", pred, "ratio"))
+for bal in sys.argv[6:]:
     plan = ""
     try:
         txt = open(f"{tmp}/plan-{bal}.txt").read()
@@ -96,6 +103,8 @@ for bal in sys.argv[5:]:
         if m:
             pc, pd = int(m.group(1)), int(m.group(2))
             plan = f"; --plan bytes {pc / MB:.1f} / {pd / MB:.1f} MB = {pc / pd:.3f}"
+            results.append((f"{setup} balance={bal} cdp-v2/dp", "plan_activation_bytes",
+                            pc / pd, "ratio"))
     except OSError:
         pass
     d, c = rows.get((bal, "dp")), rows.get((bal, "cdp-v2"))
@@ -103,6 +112,12 @@ for bal in sys.argv[5:]:
         print(f"  RATIO balance {bal}: cdp-v2/dp peak activations {c[0] / d[0]:.3f}, "
               f"peak RSS {c[1] / d[1]:.3f}, step time {c[2] / d[2]:.2f} "
               f"(prediction {pred:.3f}{plan})")
+        cfg = f"{setup} balance={bal} cdp-v2/dp"
+        results += [(cfg, "peak_activation_bytes", c[0] / d[0], "ratio"),
+                    (cfg, "peak_rss_bytes", c[1] / d[1], "ratio"),
+                    (cfg, "step_time", c[2] / d[2], "ratio")]
     else:
         print(f"  RATIO balance {bal}: missing runs{plan}")
+for r in results:
+    bench_result("resnet-memory", *r)
 EOF

@@ -28,7 +28,7 @@
  *                       summed, the sum timed too)
  *
  * Build (after ./bootstrap; links the in-tree libcdp):
- *     gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude bench/conv_gemm_bound.c \
+ *     gcc -O2 -std=c11 -D_GNU_SOURCE -fopenmp -Iinclude -Isrc bench/kernels/conv_gemm_bound.c \
  *         -o conv_gemm_bound -L.libs -lcdp -Wl,-rpath,$PWD/.libs -lopenblas -lm
  * Run:
  *     OPENBLAS_CORETYPE=SkylakeX ./conv_gemm_bound MODEL CxHxW B [THREADS] \
@@ -38,8 +38,9 @@
  * fastest single call in R rounds (default 5) of >= MS milliseconds
  * (default 20) of back-to-back calls: the machines are shared, and a call
  * whose thread another job preempted (a spinning OpenMP barrier waits out
- * a whole time slice) says nothing about the cores.  Last line:
- *     total: T ms per micro-batch of B, G GFLOP/s, GEMM bound X samples/s */
+ * a whole time slice) says nothing about the cores.  Last human line:
+ *     total: T ms per micro-batch of B, G GFLOP/s, GEMM bound X samples/s
+ * then the result lines (bench/README): GFLOP/s per shape, the totals. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@
 #endif
 
 #include "models/model.h"
-#include "bench_util.h"
+#include "../lib/bench_util.h"
 
 /* which dimension carries the samples (what --split cuts) */
 enum { DIM_M, DIM_N, DIM_K };
@@ -300,6 +301,9 @@ int main(int argc, char **argv)
     static const char *const opn[2][2] = {{"NN", "NT"}, {"TN", "TT"}};
     static const char *const dimn[3] = {"M", "N", "K"};
     double tot_t = 0, tot_f = 0;
+    char cfg[200], shape_cfg[320];
+    snprintf(cfg, sizeof cfg, "%s input=%s B=%d threads=%d split=%d", spec, shape, B, threads,
+             split);
     for (int i = 0; i < ngs; i++) {
         gemm *g = &gs[i];
         double f = 2.0 * g->M * g->N * g->K;
@@ -314,10 +318,16 @@ int main(int argc, char **argv)
         printf("  %-26s %s M %6d N %7d K %6d  x%-2d %9.1f us %7.1f GFLOP/s\n", g->what,
                opn[g->ta][g->tb], g->M, g->N, g->K, g->count, t * 1e6, f / t / 1e9);
         fflush(stdout);
+        snprintf(shape_cfg, sizeof shape_cfg, "%s %s %s M=%d N=%d K=%d x%d", cfg, g->what,
+                 opn[g->ta][g->tb], g->M, g->N, g->K, g->count);
+        bench_result("conv-gemm-bound", shape_cfg, "gflops", f / t / 1e9, "GFLOP/s");
     }
-    if (!list)
+    if (!list) {
         printf("total: %.3f ms per micro-batch of %d, %.1f GFLOP/s, GEMM bound %.1f samples/s\n",
                tot_t * 1e3, B, tot_f / tot_t / 1e9, B / tot_t);
+        bench_result_gemm_bound("conv-gemm-bound", cfg, tot_t, tot_f, B);
+        bench_results_end();
+    }
     cdp_model_free(&m);
     free(gs);
     return 0;

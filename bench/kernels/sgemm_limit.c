@@ -6,8 +6,8 @@
  * the time-weighted total and the samples/s that GEMMs alone allow.
  *
  * Build (OpenMP is optional; it enables --split and --interleave):
- *     gcc -O2 -fopenmp bench/sgemm_limit.c -o sgemm_limit -lopenblas
- *     gcc -O2 bench/sgemm_limit.c -o sgemm_limit -lopenblas
+ *     gcc -O2 -fopenmp bench/kernels/sgemm_limit.c -o sgemm_limit -lopenblas
+ *     gcc -O2 bench/kernels/sgemm_limit.c -o sgemm_limit -lopenblas
  * Run:
  *     ./sgemm_limit [DIMS [BATCH [THREADS]]] [--split N] [--interleave]
  *     ./sgemm_limit 784-1024-1024-10 128 2
@@ -20,7 +20,8 @@
  * followed by an OpenMP bias+ReLU loop over its output, with THREADS OpenMP
  * threads and THREADS OpenBLAS threads (with --split: cdp's scheme, one
  * pool); run it with and without OMP_WAIT_POLICY=PASSIVE.  Timings are the best of 7 rounds (these
- * machines are noisy); compare configurations within one run. */
+ * machines are noisy); compare configurations within one run.  Result lines
+ * (bench/README) last: GFLOP/s per shape, then the totals. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,10 +32,11 @@
 #include <omp.h>
 #endif
 
-#include "bench_util.h"
+#include "../lib/bench_util.h"
 
 enum { NT, TN, NN };
 static const char *const op_name[] = {"fwd  NT", "dW   TN", "dx   NN"};
+static const char *const op_label[] = {"fwd_NT", "dW_TN", "dx_NN"};   /* in result lines */
 
 static int split = 0;      /* 0: plain OpenBLAS; N: cdp's column blocks */
 static int threads = 1;
@@ -130,6 +132,11 @@ static void interleave(int B)
            "OpenMP %d thread(s), OMP_WAIT_POLICY=%s: %.0f us per iteration\n",
            B, k, n, split ? " (cdp column blocks)" : "", openblas_get_num_threads(),
            omp_get_max_threads(), wp && *wp ? wp : "(unset)", best * 1e6);
+    char cfg[160];
+    snprintf(cfg, sizeof cfg, "interleave B=%d openblas_threads=%d omp_threads=%d%s "
+             "OMP_WAIT_POLICY=%s", B, openblas_get_num_threads(), omp_get_max_threads(),
+             split ? " split" : "", wp && *wp ? wp : "unset");
+    bench_result("sgemm-limit", cfg, "iteration_time", best * 1e6, "us");
     free(x); free(W); free(b); free(y);
 #else
     (void)B;
@@ -194,11 +201,14 @@ int main(int argc, char **argv)
            split ? "cdp column blocks over OpenMP" : "OpenBLAS threading");
     if (do_interleave) {
         interleave(B);
+        bench_results_end();
         return 0;
     }
     printf("MLP %s, batch %d, %d thread(s)%s\n", dims_s, B, threads, split ? ", split" : "");
     if (split)
         printf("split %d\n", split);
+    char cfg[200], shape_cfg[260];
+    snprintf(cfg, sizeof cfg, "mlp:%s B=%d threads=%d split=%d", dims_s, B, threads, split);
 
     int wmax = 0;
     for (int j = 0; j < nd; j++)
@@ -225,12 +235,17 @@ int main(int argc, char **argv)
             tot_f += f;
             printf("  layer %d %5d -> %-5d %s %9.1f us %7.1f GFLOP/s\n", j, in, out,
                    op_name[op], t * 1e6, f / t / 1e9);
+            snprintf(shape_cfg, sizeof shape_cfg, "%s layer%d %d->%d %s", cfg, j, in, out,
+                     op_label[op]);
+            bench_result("sgemm-limit", shape_cfg, "gflops", f / t / 1e9, "GFLOP/s");
         }
         free(W);
         free(C);
     }
     printf("total: %.3f ms per micro-batch, %.1f GFLOP/s, GEMM bound %.0f samples/s\n",
            tot_t * 1e3, tot_f / tot_t / 1e9, B / tot_t);
+    bench_result_gemm_bound("sgemm-limit", cfg, tot_t, tot_f, B);
     free(X); free(DY); free(DX);
+    bench_results_end();
     return 0;
 }

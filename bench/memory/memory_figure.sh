@@ -3,7 +3,7 @@
 # against dp, as a ratio, over the number of workers N, for resnet50 and
 # vit-b16 on 3x224x224 synthetic images, one process (1 rank).  One command:
 #
-#     nice bench/memory_figure.sh [BUILD_DIR]
+#     nice bench/memory/memory_figure.sh [BUILD_DIR]
 #
 # For every model, N in NS and L in LS ("N" there means L = N) and stage cut
 # in BALANCES it runs cdp_run --rule dp and --rule cdp-v2 for STEPS steps of
@@ -33,9 +33,10 @@
 #   $RAW/memory_figure.txt   the table (one row per model, N, L, cut; rows
 #                            that were skipped say why), then the log
 #   $FIG                     the figure (gnuplot; SVG, or PNG when the name
-#                            ends in .png)                  [bench/memory_figure.svg]
-# and prints the table as Markdown.  Redraw from a table without running
-# anything: PLOT_ONLY=bench/raw/DATE/memory_figure.txt bench/memory_figure.sh
+#                            ends in .png)                  [bench/figures/memory_figure.svg]
+# and prints the table as Markdown, then its rows' figures as result lines
+# (bench/README).  Redraw from a table without running anything:
+#     PLOT_ONLY=bench/raw/DATE/memory_figure.txt bench/memory/memory_figure.sh
 #
 # environment (defaults):
 #   MODELS ["resnet50 vit-b16@1"]: NAME or NAME@B (B samples per worker for
@@ -61,6 +62,7 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib/common.sh"
 MODELS=${MODELS:-"resnet50 vit-b16@1"}
 NS=${NS:-"2 4 8 16"}
 LS=${LS:-"4 N"}
@@ -69,21 +71,22 @@ SHAPE=${SHAPE:-3x224x224}
 B=${B:-2}
 STEPS=${STEPS:-2}
 THREADS=${THREADS:-2}
-RAW=${RAW:-$here/raw/$(date -u +%Y-%m-%d)}
-FIG=${FIG:-$here/memory_figure.svg}
+RAW=${RAW:-$bench_dir/raw/$(date -u +%Y-%m-%d)}
+FIG=${FIG:-$bench_dir/figures/memory_figure.svg}
 if [ -z "${MEM_MB:-}" ]; then
     MEM_MB=$(awk '/^MemAvailable:/ {printf "%d", $2 / 1024 * 0.7}' /proc/meminfo)
 fi
 
 # ------------------------------------------------------------ gnuplot
 # draw TABLE [nofig]: the Markdown table on stdout, the SVG in $FIG (not
-# with nofig)
+# with nofig), then the result lines
 draw() {
     local table=$1 nofig=${2:-} gp
     gp=$(mktemp /tmp/memory_figure.XXXXXX.gp)
-    python3 - "$table" "$FIG" "$gp" <<'EOF'
+    python3 - "$table" "$FIG" "$gp" "$gp.results" <<'EOF'
 import sys
-table, fig, gp = sys.argv[1:4]
+from bench_result import bench_result
+table, fig, gp, results = sys.argv[1:5]
 rows, meta = [], {}
 cols = None
 for line in open(table):
@@ -119,6 +122,25 @@ for r in rows:
     print(f"| {r['model']} | {r['B']} | {r['N']} | {r['L']} | {r['balance']} ({r['stages']}){same} "
           f"| {num(r, 'dp_act') / 1e6:.1f} | {num(r, 'cdp_act') / 1e6:.1f} | **{r['ratio']}** "
           f"| {r['timeline']} | {r['plan_units']} | {r['plan_bytes']} | {rss:.3f} |")
+
+# the rows' figures as result lines, printed after the figure is drawn
+with open(results, "w") as out:
+    for r in rows:
+        if not r["status"].startswith("ok"):
+            continue
+        cfg = (f"{r['model']} {meta.get('shape', '')} B={r['B']} N={r['N']} L={r['L']} "
+               f"balance={r['balance']} stages={r['stages']}")
+        for key, run, metric, unit in (
+                ("dp_act", "dp", "peak_activation_bytes", "bytes"),
+                ("cdp_act", "cdp-v2", "peak_activation_bytes", "bytes"),
+                ("ratio", "cdp-v2/dp", "peak_activation_bytes", "ratio"),
+                ("timeline", "cdp-v2/dp", "timeline_prediction", "ratio"),
+                ("plan_units", "cdp-v2/dp", "plan_stage_activations", "ratio"),
+                ("plan_bytes", "cdp-v2/dp", "plan_activation_bytes", "ratio"),
+                ("dp_rss", "dp", "peak_rss_bytes", "bytes"),
+                ("cdp_rss", "cdp-v2", "peak_rss_bytes", "bytes"),
+                ("dp_step", "dp", "step_time", "s"), ("cdp_step", "cdp-v2", "step_time", "s")):
+            bench_result("memory-figure", f"{cfg} {run}", metric, r[key], unit, file=out)
 
 # gnuplot: one panel per model; colour = (L, cut); solid = measured,
 # dashed = --plan bytes for that cut; black/grey dotted = the timeline
@@ -203,22 +225,22 @@ EOF
     if [ $rc = 0 ] && [ -z "$nofig" ]; then
         gnuplot "$gp" && echo "# figure: $FIG" || rc=$?
     fi
-    rm -f "$gp"
+    cat "$gp.results" 2>/dev/null
+    rm -f "$gp" "$gp.results"
     return $rc
 }
 
-. "$here/common.sh"
 if [ -n "${PLOT_ONLY:-}" ]; then
-    bench_have_gnuplot memory_figure.sh || exit 1
+    bench_have_gnuplot memory/memory_figure.sh || exit 1
     draw "$PLOT_ONLY"
     exit
 fi
 
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 bench_start memory_figure.sh rows.txt
 plot_ok=1
-bench_have_gnuplot memory_figure.sh || plot_ok=0
+bench_have_gnuplot memory/memory_figure.sh || plot_ok=0
 mkdir -p "$RAW"
 table=$RAW/memory_figure.txt
 log=$tmp/log.txt
@@ -231,7 +253,7 @@ key() { tail -1 "$1" | grep -o "\"$2\": [0-9.e+-]*" | awk '{print $2}'; }
 cols="model B N L Lspec balance blocks stages ratio timeline plan_units plan_bytes dp_act cdp_act \
 dp_rss cdp_rss dp_step cdp_step plan_dp_bytes status"
 {
-    echo "# bench/memory_figure.sh: peak activation memory, cdp-v2 against dp (one rank)"
+    echo "# bench/memory/memory_figure.sh: peak activation memory, cdp-v2 against dp (one rank)"
     bench_header
     echo "# cdp: $("$CDP" --version 2>&1 | head -1); $CDP; commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
     echo "# $SHAPE synthetic, MODELS=\"$MODELS\" (NAME@B), B=$B otherwise, $STEPS steps, 1 rank x $THREADS threads, --eval-every 0; MEM_MB=$MEM_MB"

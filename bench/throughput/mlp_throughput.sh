@@ -11,11 +11,12 @@
 #   med   batch / median of the individual step times (all repetitions);
 #   p10   batch / 10th percentile of the step times: the fast steps, the best
 #         estimate of the uncontended speed on a shared machine.
-# cdp_run's step times come from its --trace (bench/trace_steps.py); PyTorch's
-# from timing every step (bench/torch_mlp.py).  Ratios: per repetition for
+# cdp_run's step times come from its --trace (bench/lib/trace_steps.py); PyTorch's
+# from timing every step (bench/throughput/torch_mlp.py).  Ratios: per repetition for
 # "mean" (median of the per-repetition ratios), on the pooled steps otherwise.
+# The summary's figures end the output again as result lines (bench/README).
 #
-# usage: bench/throughput.sh [BUILD_DIR]       (BUILD_DIR holds cdp_run)
+# usage: bench/throughput/mlp_throughput.sh [BUILD_DIR]       (BUILD_DIR holds cdp_run)
 # environment:
 #   MODELS      models to measure       ["mlp:784-1024-1024-10 mlp:784-256-128-10"]
 #   REPS        repetitions             [3]
@@ -23,17 +24,17 @@
 #   OUT         keep raw results here   [a temporary directory, removed]
 #   SKIP_TORCH_SLOW=1  skip torch threads 2 with the default OpenMP spin policy
 #   SKIP_DDP=1  skip DistributedDataParallel
-#   NO_SGEMM_LIMIT=1  use the torch.mm estimate instead of bench/sgemm_limit.c
+#   NO_SGEMM_LIMIT=1  use the torch.mm estimate instead of bench/kernels/sgemm_limit.c
 #
-# The SGEMM-bound limit: bench/sgemm_limit.c (built here with
-#   gcc -O2 -fopenmp bench/sgemm_limit.c -lopenblas), 2 threads, batch 128 for
+# The SGEMM-bound limit: bench/kernels/sgemm_limit.c (built here with
+#   gcc -O2 -fopenmp bench/kernels/sgemm_limit.c -lopenblas), 2 threads, batch 128 for
 #   N=1 x B=128 and batch 32 for N=4 x B=32, both with OpenBLAS's own threading
 #   (t2: the machine's SGEMM limit) and with --split 2 (cdp's decomposition);
 #   best of 7 rounds per GEMM shape, so it is comparable to p10 rather than to
 #   mean.  Without sgemm_limit.c: torch_mlp.py --sgemm-bound (torch.mm, same
 #   OpenBLAS).
 #
-# PyTorch configurations (all on the 2 cores; see bench/torch_mlp.py):
+# PyTorch configurations (all on the 2 cores; see bench/throughput/torch_mlp.py):
 #   torch threads 1 x OpenBLAS threads b in {1,2}, batch 128 in one piece
 #   (mode b) or accumulated over 4 micro-batches of 32 (mode acc4), with the
 #   default environment and with OPENBLAS_CORETYPE=SkylakeX (doc/reference.md
@@ -44,15 +45,15 @@
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+. "$here/../lib/common.sh"
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 PY=${PY:-/usr/bin/python3}
 MODELS=${MODELS:-"mlp:784-1024-1024-10 mlp:784-256-128-10"}
 REPS=${REPS:-3}
 MPIRUN=${MPIRUN:-mpirun}
-"$PY" -c 'import torch' 2>/dev/null || { echo "throughput.sh: $PY cannot import torch" >&2; exit 2; }
-. "$here/common.sh"
-bench_start throughput.sh results.txt
+"$PY" -c 'import torch' 2>/dev/null || { echo "mlp_throughput.sh: $PY cannot import torch" >&2; exit 2; }
+bench_start mlp_throughput.sh results.txt
 
 # steps per run: enough for >= ~1 s of work on an idle machine
 cdp_steps() { case $1 in *1024-1024*) echo 300 ;; *) echo 600 ;; esac; }
@@ -75,7 +76,7 @@ run_cdp() {
     local sps st
     sps=$(grep -o '"samples_per_s": [0-9.e+]*' "$m" | tail -1 | awk '{print $2}')
     # steps mean_s median_s p10_s
-    st=$("$PY" "$here/trace_steps.py" "$tmp/trace.json")
+    st=$("$PY" "$bench_lib/trace_steps.py" "$tmp/trace.json")
     # shellcheck disable=SC2086
     set -- $st
     record "$rep" "$model" "cdp:$label" "$sps" \
@@ -99,13 +100,14 @@ run_torch() {
 }
 
 sgemm_bin=
-if [ -f "$here/sgemm_limit.c" ] && [ "${NO_SGEMM_LIMIT:-0}" != 1 ]; then
+sgemm_src=$bench_dir/kernels/sgemm_limit.c
+if [ -f "$sgemm_src" ] && [ "${NO_SGEMM_LIMIT:-0}" != 1 ]; then
     # -fopenmp enables --split (cdp's own GEMM decomposition); without it, plain OpenBLAS only
-    if gcc -O2 -fopenmp "$here/sgemm_limit.c" -lopenblas -o "$tmp/sgemm_limit" 2>"$tmp/sgemm_build.log" ||
-       gcc -O2 "$here/sgemm_limit.c" -lopenblas -o "$tmp/sgemm_limit" 2>"$tmp/sgemm_build.log"; then
+    if gcc -O2 -fopenmp "$sgemm_src" -lopenblas -o "$tmp/sgemm_limit" 2>"$tmp/sgemm_build.log" ||
+       gcc -O2 "$sgemm_src" -lopenblas -o "$tmp/sgemm_limit" 2>"$tmp/sgemm_build.log"; then
         sgemm_bin=$tmp/sgemm_limit
     else
-        echo "note: bench/sgemm_limit.c does not build:"; cat "$tmp/sgemm_build.log"
+        echo "note: bench/kernels/sgemm_limit.c does not build:"; cat "$tmp/sgemm_build.log"
     fi
 fi
 
@@ -132,7 +134,7 @@ for model in $MODELS; do
             run_torch "$rep" "$model" default -- --modes b --threads 2 --blas-threads 1,2
         [ "${SKIP_DDP:-0}" = 1 ] || run_torch "$rep" "$model" ddp -- --ddp
         if [ -n "$sgemm_bin" ]; then
-            # bench/sgemm_limit DIMS BATCH THREADS [--split 2]: best of 7 rounds per shape
+            # sgemm_limit DIMS BATCH THREADS [--split 2]: best of 7 rounds per shape
             for mb in 128:1 32:4; do
                 IFS=: read -r bb mi <<<"$mb"
                 for how in t2 split2; do
@@ -140,7 +142,7 @@ for model in $MODELS; do
                     [ $how = split2 ] && extra="--split 2"
                     # shellcheck disable=SC2086
                     timeout 300 "$sgemm_bin" "${model#mlp:}" "$bb" 2 $extra >"$tmp/sgemm.log" 2>&1
-                    [ "$rep" = 1 ] && sed 's/^/    /' "$tmp/sgemm.log"
+                    [ "$rep" = 1 ] && sed '/^result\t/d; s/^/    /' "$tmp/sgemm.log"
                     v=$(sed -n 's/.*GEMM bound \([0-9.]*\) samples\/s.*/\1/p' "$tmp/sgemm.log")
                     [ -n "$v" ] && record "$rep" "$model" "bound:sgemm_limit,B$bb,micro$mi,$how" "$v" "$v" "$v"
                 done
@@ -163,12 +165,14 @@ echo "== summary: samples/s (mean: median over $REPS repetitions of whole-run th
 echo "   med / p10: batch over the median / 10th percentile of the individual step times)"
 "$PY" - "$res" <<'EOF'
 import sys, statistics, collections
+from bench_result import bench_result
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 by = collections.defaultdict(dict)      # (model, label) -> {rep: (mean, med, p10)}
 for rep, model, label, mean, med, p10 in rows:
     by[(model, label)][rep] = (float(mean), float(med), float(p10))
 models = list(dict.fromkeys(m for m, _ in by))
 M = ("mean", "med", "p10")
+results = []        # printed after the tables
 def fig(model, label, j):
     # mean: median over repetitions; med/p10: median over repetitions too (each
     # repetition's value is itself a per-step statistic)
@@ -185,6 +189,8 @@ for model in models:
         d = by[(model, l)]
         print(f"  {l:48s} {fig(model, l, 0):8.0f} {fig(model, l, 1):8.0f} {fig(model, l, 2):8.0f}"
               f"   {' '.join(f'{v[0]:.0f}' for v in d.values())}")
+        for j, name in enumerate(M):
+            results.append((f"{model} {l}", f"throughput_{name}", fig(model, l, j), "samples/s"))
     cdp = [l for l in labels if l.startswith("cdp:")]
     torch = [l for l in labels if l.startswith("torch:")]
     bound = [l for l in labels if l.startswith("bound:")]
@@ -195,6 +201,8 @@ for model in models:
         bt = max(torch, key=lambda l: fig(model, l, j))
         print(f"  [{name}] best cdp {bc} {fig(model, bc, j):.0f}; best torch {bt} {fig(model, bt, j):.0f}; "
               f"RATIO {ratio(model, bc, bt, j):.2f} (target >= 1.3)")
+        results.append((f"{model} {bc} / {bt}", f"throughput_{name}", ratio(model, bc, bt, j),
+                        "ratio"))
     # the limit: the best repetition of each bound (a bound is a best-of-7
     # figure already; other jobs only ever lower it); cdp: its best repetition
     for b in bound:
@@ -204,4 +212,10 @@ for model in models:
                 dc = by[(model, c)].values()
                 print(f"  FRACTION {c} / {b} ({lim:.0f}): best mean {max(v[0] for v in dc) / lim:.2f}, "
                       f"best p10 {max(v[2] for v in dc) / lim:.2f} (target >= 0.80)")
+                results.append((f"{model} {c} / {b}", "throughput_best_mean",
+                                max(v[0] for v in dc) / lim, "ratio"))
+                results.append((f"{model} {c} / {b}", "throughput_best_p10",
+                                max(v[2] for v in dc) / lim, "ratio"))
+for r in results:
+    bench_result("mlp-throughput", *r)
 EOF

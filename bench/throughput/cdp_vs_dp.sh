@@ -6,15 +6,16 @@
 # Four figures per run:
 #   wall  cdp_run's own step time (whole run / steps, from --metrics)
 #   med   median of the individual step periods (from --trace, rank 0,
-#         bench/trace_steps.py)
+#         bench/lib/trace_steps.py)
 #   p10   10th percentile of the step periods: the fast steps, the best
 #         estimate of the uncontended step time on a shared machine
 #   cpu   user+sys CPU time per step of all threads and ranks (/usr/bin/time,
 #         start-up, data loading and evaluation subtracted with a 2-step run)
 # For each: the median over repetitions per rule, and the median of the
-# per-repetition ratios cdp/dp (target: cdp at most 5% more per step).
+# per-repetition ratios cdp/dp (target: cdp at most 5% more per step);
+# the same figures end the output as result lines (bench/README).
 #
-# usage: bench/cdp_vs_dp.sh [BUILD_DIR]
+# usage: bench/throughput/cdp_vs_dp.sh [BUILD_DIR]
 # environment:
 #   REPS     repetitions                              [5]
 #   CASES    "RANKS:THREADS:MODEL:N:B ..."            [see below]
@@ -22,14 +23,14 @@
 #   OUT      keep raw results here                    [a temporary directory]
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-BUILD=${1:-${top_builddir:-$(cd "$here/.." && pwd)}}
+. "$here/../lib/common.sh"
+BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
 MPIRUN=${MPIRUN:-mpirun}
 REPS=${REPS:-5}
 EXTRA=${EXTRA:-}
 PY=${PY:-python3}
 CASES=${CASES:-"1:2:mlp:784-1024-1024-10:4:32 2:1:mlp:784-1024-1024-10:4:32 1:2:mlp:784-256-128-10:4:32 2:1:mlp:784-256-128-10:4:32"}
-. "$here/common.sh"
 bench_start cdp_vs_dp.sh cdp_vs_dp.txt
 
 steps_for() { case $1 in *1024-1024*) echo 100 ;; *) echo 400 ;; esac; }
@@ -63,7 +64,7 @@ for c in $CASES; do
             st=$(grep -o '"step_time_s": [0-9.e+-]*' "$tmp/m.json" | tail -1 | awk '{print $2}')
             cpu=$(awk -v b="$base" -v k="$steps" 'END {printf "%.6g", ($2 + $3 - b) / (k - 2)}' "$tmp/time")
             # steps mean median p10
-            tr=$("$PY" "$here/trace_steps.py" "$tmp/trace.json" | awk '{print $3, $4}')
+            tr=$("$PY" "$bench_lib/trace_steps.py" "$tmp/trace.json" | awk '{print $3, $4}')
             echo "$key $rule $rep $st $tr $cpu" | tee -a "$res"
         done
     done
@@ -71,8 +72,11 @@ done
 
 echo
 echo "== summary (ms per step; ratios: median over repetitions of cdp/dp measured back to back)"
-"$PY" - "$res" <<'EOF'
+"$PY" - "$res" "$EXTRA" <<'EOF'
 import sys, statistics, collections
+from bench_result import bench_result
+extra = " " + sys.argv[2] if sys.argv[2] else ""      # EXTRA: part of every configuration
+metrics = ("step_time_wall", "step_time_median", "step_time_p10", "cpu_time")
 names = ("wall-clock step time (cdp_run --metrics step_time_s)",
          "median step period (--trace)",
          "10th-percentile step period (--trace; fast steps)",
@@ -84,7 +88,8 @@ for l in open(sys.argv[1]):
     for j in range(len(names)):
         d[j][(key, rule)][rep] = float(f[3 + j])
 keys = list(dict.fromkeys(k for k, _ in d[0]))
-for name, dd in zip(names, d):
+results = []        # printed after the tables
+for name, metric, dd in zip(names, metrics, d):
     print(name)
     print(f"  {'case':44s} {'dp':>8s} {'cdp-v1':>8s} {'cdp-v2':>8s} {'v1/dp':>7s} {'v2/dp':>7s}")
     for k in keys:
@@ -97,5 +102,11 @@ for name, dd in zip(names, d):
             rs = [x[i] / dp[i] for i in x if i in dp]
             ratios.append(statistics.median(rs) if rs else float("nan"))
         print(f"  {k:44s} {row[0]:8.2f} {row[1]:8.2f} {row[2]:8.2f} {ratios[0]:7.3f} {ratios[1]:7.3f}")
+        for r, v in zip(("dp", "cdp-v1", "cdp-v2"), row):
+            results.append((f"{k}{extra} {r}", metric, v, "ms"))
+        for r, v in zip(("cdp-v1/dp", "cdp-v2/dp"), ratios):
+            results.append((f"{k}{extra} {r}", metric, v, "ratio"))
 print("target: cdp/dp <= 1.05")
+for r in results:
+    bench_result("cdp-vs-dp", *r)
 EOF

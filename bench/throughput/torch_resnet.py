@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch training throughput of the ResNets cdp_run trains (bench/resnet_throughput.sh).
+"""PyTorch training throughput of the ResNets cdp_run trains
+(bench/throughput/resnet_throughput.sh).
 
 The networks are tests/torch/torch_model_reference.py's builders (torchvision's
 modules and names; resnet20/32/56 from torchvision's BasicBlock), imported,
@@ -45,9 +46,10 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
-from openblas_ctl import corename, set_blas_threads  # noqa: E402  (bench/: this file's folder)
+from openblas_ctl import corename, set_blas_threads  # noqa: E402
 from torch_step import train_step  # noqa: E402
 
 
