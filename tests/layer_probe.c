@@ -33,7 +33,7 @@
  *   add         dims n; a b dy -> y da db (add3; the add layer's backward)
  *   xent        dims B C; logits labels (int32) -> loss (float64, mean of
  *               the row losses) correct (float64) dlogits
- *   layernorm, gelu, attention, tokens: through the layer kinds of src/nn
+ *   layernorm, gelu, attention, tokens, relu6: through the layer kinds of src/nn
  *               (run_ops and the comments above each)
  *
  * Exit status 0; 1 when a result is not finite (every request holds finite
@@ -398,7 +398,13 @@ static void run_ops(cdp_layer *ly, int B, const char *const *params, int np)
     cdp_layer_io io = {.be = be, .B = B, .p = P, .g = G, .x = x, .y = y, .dy = dy, .dx = dx};
     io.save = xalloc(save * sizeof(float) + 4);
     io.ws = xalloc(wsn * sizeof(float) + 4);
+    /* in place: the output starts as the input, the input's gradient as
+     * the output's (as the model aliases them) */
+    if (ops->storage == CDP_STORAGE_IN_PLACE)
+        memcpy(y, x, nx * sizeof(float));
     ops->fwd(ly, &io, 1);
+    if (ops->storage == CDP_STORAGE_IN_PLACE)
+        memcpy(dx, dy, nx * sizeof(float));
     ops->bwd(ly, &io);
     putf("y", ny, y);
     putf("dx", nx, dx);
@@ -423,6 +429,13 @@ static void run_layernorm(void)
 static void run_gelu(void)
 {
     cdp_layer ly = {.kind = CDP_LAYER_GELU, .xs = {dims(1)[0], 1, 1}};
+    run_ops(&ly, 1, NULL, 0);
+}
+
+/* relu6       dims n; x dy -> y dx (in place, as the model runs it) */
+static void run_relu6(void)
+{
+    cdp_layer ly = {.kind = CDP_LAYER_RELU6, .xs = {dims(1)[0], 1, 1}};
     run_ops(&ly, 1, NULL, 0);
 }
 
@@ -478,7 +491,7 @@ static const struct {
     void (*run)(void);
 } layers[] = {
     {"layernorm", run_layernorm}, {"gelu", run_gelu}, {"attention", run_attention},
-    {"tokens", run_tokens},
+    {"tokens", run_tokens},   {"relu6", run_relu6},
     {"conv2d", run_conv2d},   {"batchnorm2d", run_batchnorm2d}, {"relu", run_relu},
     {"maxpool2d", run_maxpool2d}, {"avgpool", run_avgpool},     {"linear", run_linear},
     {"add", run_add},         {"xent", run_xent},

@@ -21,7 +21,8 @@
  * token's gradient) to 1e-5 (double where the CPU adds floats in order);
  * the tokens, add_rows and copy_rows bit for bit.  The kernels ran on an
  * H200 on 2026-11-26; the parallel softmax, LayerNorm and column sums
- * (reduce.cuh) were written after that, without a GPU. */
+ * (reduce.cuh) were written after that, without a GPU, and so were the
+ * checks of ReLU6 (bit for bit). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -329,6 +330,34 @@ START_TEST(test_elementwise)
         ck_assert_msg(memcmp(a, b, n * 4) == 0, "add/scale n=%zu differ from cpu", n);
         free(a); free(b);
 
+        gpu->free(gy); gpu->free(gdy); cpu->free(cy); cpu->free(cdy);
+        free(y); free(dy);
+    }
+}
+END_TEST
+
+/* ReLU6 bit for bit, over values that reach both ends (0 and 6 exactly) */
+START_TEST(test_relu6)
+{
+    const size_t sizes[] = {1, 31, 1000003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *y = rand_floats(n, -3.0f, 9.0f), *dy = rand_floats(n, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i += 7)
+            y[i] = (i / 7) % 2 ? 6.0f : 0.0f;
+        float *gy = put(gpu, y, n * 4), *gdy = put(gpu, dy, n * 4);
+        float *cy = put(cpu, y, n * 4), *cdy = put(cpu, dy, n * 4);
+        gpu->relu6_fwd(n, gy);
+        cpu->relu6_fwd(n, cy);
+        gpu->relu6_bwd(n, gy, gdy);
+        cpu->relu6_bwd(n, cy, cdy);
+        float *a = get(gpu, gy, n * 4), *b = get(cpu, cy, n * 4);
+        ck_assert_msg(memcmp(a, b, n * 4) == 0, "relu6_fwd n=%zu differs from cpu", n);
+        free(a); free(b);
+        a = get(gpu, gdy, n * 4);
+        b = get(cpu, cdy, n * 4);
+        ck_assert_msg(memcmp(a, b, n * 4) == 0, "relu6_bwd n=%zu differs from cpu", n);
+        free(a); free(b);
         gpu->free(gy); gpu->free(gdy); cpu->free(cy); cpu->free(cdy);
         free(y); free(dy);
     }
@@ -1463,6 +1492,7 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(t, test_linear_bwd, 0, NSHAPES);
     tcase_add_loop_test(t, test_linear_fused, 0, NSHAPES);
     tcase_add_test(t, test_elementwise);
+    tcase_add_test(t, test_relu6);
     tcase_add_test(t, test_pixels);
     tcase_add_test(t, test_sgd);
     tcase_add_test(t, test_sgd_forms);

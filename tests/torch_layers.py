@@ -2,7 +2,7 @@
 """Per-layer forward/backward parity of cdp's CPU kernels with PyTorch.
 
 For every layer kind cdp's models are made of (conv2d, batchnorm2d in
-training and evaluation mode with its running statistics, relu, maxpool2d,
+training and evaluation mode with its running statistics, relu, relu6, maxpool2d,
 global average pooling, linear with its fused relu and relu-masked dx,
 the residual add, softmax cross-entropy; layernorm, gelu, multi-head
 self-attention and the ViT's token path: class token, position embedding,
@@ -208,6 +208,21 @@ def relu_case(seed, n):
     y.backward(dy)
     return ("relu", f"n {n} (with +-0 inputs)", "relu", [n], None, {"x": x, "dy": dy},
             {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
+
+
+def relu6_case(seed, n):
+    """values at and around both kinks (0 and 6, where the gradient is 0)"""
+    g = Gen(seed)
+    x = g.randn(n, scale=4.0, shift=3.0)
+    x[::5] = 0.0
+    x[1::5] = 6.0
+    x[2::9] = -0.0
+    x = leaf(x)
+    y = nn.ReLU6()(x)
+    dy = g.randn(n)
+    y.backward(dy)
+    return ("relu6", f"n {n} (with 0, -0 and 6 inputs)", "relu6", [n], None,
+            {"x": x, "dy": dy}, {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
 
 
 def maxpool_case(seed, B, C, H, W, k=3, stride=2, pad=1, kind="randn"):
@@ -421,6 +436,9 @@ def all_cases():
     for args in [(2, 8, 2, 3), (3, 16, 7, 7)]:
         s += 1
         c.append(tokens_case(s, *args))
+    for n in (1, 45, 3000):
+        s += 1
+        c.append(relu6_case(s, n))
     return c
 
 

@@ -131,6 +131,22 @@ __global__ static void k_relu_bwd(size_t n, const float *__restrict__ y,
             dy[i] = 0.0f;
 }
 
+__global__ static void k_relu6_fwd(size_t n, float *y)
+{
+    GRID_STRIDE(i, n) {
+        float v = y[i];
+        y[i] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+    }
+}
+
+__global__ static void k_relu6_bwd(size_t n, const float *__restrict__ y,
+                                   float *__restrict__ dy)
+{
+    GRID_STRIDE(i, n)
+        if (!(y[i] > 0.0f && y[i] < 6.0f))
+            dy[i] = 0.0f;
+}
+
 __global__ static void k_add(size_t n, float *__restrict__ acc, const float *__restrict__ x)
 {
     GRID_STRIDE(i, n)
@@ -220,6 +236,22 @@ void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy)
         return;
     k_relu_bwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y, dy);
     CDP_CUDA_LAUNCHED("k_relu_bwd");
+}
+
+void cdp_cuda_relu6_fwd(size_t n, float *y)
+{
+    if (!n)
+        return;
+    k_relu6_fwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y);
+    CDP_CUDA_LAUNCHED("k_relu6_fwd");
+}
+
+void cdp_cuda_relu6_bwd(size_t n, const float *y, float *dy)
+{
+    if (!n)
+        return;
+    k_relu6_bwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y, dy);
+    CDP_CUDA_LAUNCHED("k_relu6_bwd");
 }
 
 void cdp_cuda_add(size_t n, float *acc, const float *x)
