@@ -33,7 +33,8 @@
  *   add         dims n; a b dy -> y da db (add3; the add layer's backward)
  *   xent        dims B C; logits labels (int32) -> loss (float64, mean of
  *               the row losses) correct (float64) dlogits
- *   layernorm, gelu, attention, tokens, relu6: through the layer kinds of src/nn
+ *   layernorm, gelu, attention, tokens, relu6, dropout: through the layer
+ *               kinds of src/nn
  *               (run_ops and the comments above each)
  *
  * Exit status 0; 1 when a result is not finite (every request holds finite
@@ -365,6 +366,10 @@ static void run_xent(void)
     putf("dlogits", n, z);
 }
 
+/* the context and layer index run_ops gives the layer (dropout's draws) */
+static cdp_layer_ctx probe_ctx;
+static int probe_layer_index;
+
 /* A layer through its cdp_layer_ops (src/nn), as a stage runs it: forward
  * in training mode, then backward with accumulate 0.  params: the names of
  * the parameter records in layout order; the outputs are y, dx and "d" +
@@ -395,7 +400,8 @@ static void run_ops(cdp_layer *ly, int B, const char *const *params, int np)
     size_t wsn = ops->ws_floats ? ops->ws_floats(ly, be, B) : 0;
     const float *x = get("x", DT_F32, nx), *dy = get("dy", DT_F32, ny);
     float *y = xalloc(ny * sizeof(float)), *dx = xalloc(nx * sizeof(float));
-    cdp_layer_io io = {.be = be, .B = B, .p = P, .g = G, .x = x, .y = y, .dy = dy, .dx = dx};
+    cdp_layer_io io = {.be = be, .B = B, .p = P, .g = G, .x = x, .y = y, .dy = dy, .dx = dx,
+                       .ctx = &probe_ctx, .layer_index = probe_layer_index};
     io.save = xalloc(save * sizeof(float) + 4);
     io.ws = xalloc(wsn * sizeof(float) + 4);
     /* in place: the output starts as the input, the input's gradient as
@@ -437,6 +443,18 @@ static void run_relu6(void)
 {
     cdp_layer ly = {.kind = CDP_LAYER_RELU6, .xs = {dims(1)[0], 1, 1}};
     run_ops(&ly, 1, NULL, 0);
+}
+
+/* dropout     dims B n layer seed step sample0; p (float64); x dy -> y dx
+ *             (training, with the draws of that context and layer index) */
+static void run_dropout(void)
+{
+    const int *d = dims(6);
+    cdp_layer ly = {.kind = CDP_LAYER_DROPOUT, .xs = {d[1], 1, 1}};
+    ly.drop_p = *(const double *)get("p", DT_F64, 1);
+    probe_ctx = (cdp_layer_ctx){ (uint64_t)d[3], d[4], d[5] };
+    probe_layer_index = d[2];
+    run_ops(&ly, d[0], NULL, 0);
 }
 
 /* attention   dims B T D H; x in_w in_b out_w out_b dy -> y dx din_w din_b
@@ -491,7 +509,7 @@ static const struct {
     void (*run)(void);
 } layers[] = {
     {"layernorm", run_layernorm}, {"gelu", run_gelu}, {"attention", run_attention},
-    {"tokens", run_tokens},   {"relu6", run_relu6},
+    {"tokens", run_tokens},   {"relu6", run_relu6},  {"dropout", run_dropout},
     {"conv2d", run_conv2d},   {"batchnorm2d", run_batchnorm2d}, {"relu", run_relu},
     {"maxpool2d", run_maxpool2d}, {"avgpool", run_avgpool},     {"linear", run_linear},
     {"add", run_add},         {"xent", run_xent},

@@ -22,7 +22,7 @@
  * the tokens, add_rows and copy_rows bit for bit.  The kernels ran on an
  * H200 on 2026-11-26; the parallel softmax, LayerNorm and column sums
  * (reduce.cuh) were written after that, without a GPU, and so were the
- * checks of ReLU6 (bit for bit). */
+ * checks of ReLU6 and dropout (bit for bit). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -336,6 +336,15 @@ START_TEST(test_elementwise)
 }
 END_TEST
 
+/* n floats of gpu memory g and of cpu memory c hold the same bits */
+static void expect_cpu_bits(const char *what, size_t n, const float *g, const float *c)
+{
+    float *a = get(gpu, g, n * 4), *b = get(cpu, c, n * 4);
+    ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s n=%zu differs from cpu", what, n);
+    free(a);
+    free(b);
+}
+
 /* ReLU6 bit for bit, over values that reach both ends (0 and 6 exactly) */
 START_TEST(test_relu6)
 {
@@ -351,15 +360,32 @@ START_TEST(test_relu6)
         cpu->relu6_fwd(n, cy);
         gpu->relu6_bwd(n, gy, gdy);
         cpu->relu6_bwd(n, cy, cdy);
-        float *a = get(gpu, gy, n * 4), *b = get(cpu, cy, n * 4);
-        ck_assert_msg(memcmp(a, b, n * 4) == 0, "relu6_fwd n=%zu differs from cpu", n);
-        free(a); free(b);
-        a = get(gpu, gdy, n * 4);
-        b = get(cpu, cdy, n * 4);
-        ck_assert_msg(memcmp(a, b, n * 4) == 0, "relu6_bwd n=%zu differs from cpu", n);
-        free(a); free(b);
+        expect_cpu_bits("relu6_fwd", n, gy, cy);
+        expect_cpu_bits("relu6_bwd", n, gdy, cdy);
         gpu->free(gy); gpu->free(gdy); cpu->free(cy); cpu->free(cdy);
         free(y); free(dy);
+    }
+}
+END_TEST
+
+/* dropout's draws bit for bit (its index0 past 2^32, and in place) */
+START_TEST(test_dropout)
+{
+    const size_t sizes[] = {1, 31, 1000003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *x = rand_floats(n, -1.0f, 1.0f);
+        float *gx = put(gpu, x, n * 4), *gy = put(gpu, NULL, n * 4);
+        float *cx = put(cpu, x, n * 4), *cy = put(cpu, NULL, n * 4);
+        const uint64_t index0 = ((uint64_t)5 << 32) + 17 * s;
+        gpu->dropout(n, 42, 0x1234567890abcdefULL, index0, 5033165, 1.4285715f, gx, gy);
+        cpu->dropout(n, 42, 0x1234567890abcdefULL, index0, 5033165, 1.4285715f, cx, cy);
+        gpu->dropout(n, 43, 99, 0, 8388608, 2.0f, gx, gx);
+        cpu->dropout(n, 43, 99, 0, 8388608, 2.0f, cx, cx);
+        expect_cpu_bits("dropout", n, gy, cy);
+        expect_cpu_bits("dropout in place", n, gx, cx);
+        gpu->free(gx); gpu->free(gy); cpu->free(cx); cpu->free(cy);
+        free(x);
     }
 }
 END_TEST
@@ -1493,6 +1519,7 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(t, test_linear_fused, 0, NSHAPES);
     tcase_add_test(t, test_elementwise);
     tcase_add_test(t, test_relu6);
+    tcase_add_test(t, test_dropout);
     tcase_add_test(t, test_pixels);
     tcase_add_test(t, test_sgd);
     tcase_add_test(t, test_sgd_forms);

@@ -2,7 +2,8 @@
 """Per-layer forward/backward parity of cdp's CPU kernels with PyTorch.
 
 For every layer kind cdp's models are made of (conv2d, batchnorm2d in
-training and evaluation mode with its running statistics, relu, relu6, maxpool2d,
+training and evaluation mode with its running statistics, relu, relu6,
+dropout (cdp's draws, computed here again, applied as PyTorch's), maxpool2d,
 global average pooling, linear with its fused relu and relu-masked dx,
 the residual add, softmax cross-entropy; layernorm, gelu, multi-head
 self-attention and the ViT's token path: class token, position embedding,
@@ -72,6 +73,9 @@ def write_request(path, layer, dims, arrays, floats=None):
         parts.append(rec(name, DT_F32, np.array([v], np.float32)))
     for name, t in arrays.items():
         if t is None:
+            continue
+        if isinstance(t, np.ndarray) and t.dtype == np.float64:
+            parts.append(rec(name, DT_F64, t))
             continue
         t = t.detach().cpu().contiguous()
         if t.dtype in (torch.int32, torch.int64):
@@ -223,6 +227,52 @@ def relu6_case(seed, n):
     y.backward(dy)
     return ("relu6", f"n {n} (with 0, -0 and 6 inputs)", "relu6", [n], None,
             {"x": x, "dy": dy}, {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
+
+
+# cdp's counter-based draws (cdp/rng.h), written again here from
+# doc/reference.md: SplitMix64's finaliser, three rounds
+_U64 = np.uint64
+
+
+def mix64(x):
+    with np.errstate(over="ignore"):
+        x = x + _U64(0x9e3779b97f4a7c15)
+        x = (x ^ (x >> _U64(30))) * _U64(0xbf58476d1ce4e5b9)
+        x = (x ^ (x >> _U64(27))) * _U64(0x94d049bb133111eb)
+        return x ^ (x >> _U64(31))
+
+
+def rand_u64(seed, stream, index):
+    return mix64(mix64(mix64(_U64(seed)) ^ _U64(stream)) ^ np.asarray(index, dtype=np.uint64))
+
+
+STREAM_DROPOUT = 0x6364702d64726f70  # "cdp-drop"
+
+
+def dropout_case(seed, B, n, p, layer, rseed, step, sample0):
+    """cdp's mask (its draws computed here from the formula), applied as
+    PyTorch's dropout applies its own: y = x * noise, noise =
+    bernoulli(1 - p).div_(1 - p), dx = dy * noise"""
+    g = Gen(seed)
+    x = leaf(g.randn(B, n))
+    stream = rand_u64(STREAM_DROPOUT, step, layer)
+    idx = (np.arange(B, dtype=np.uint64)[:, None] + _U64(sample0)) * _U64(n) + \
+        np.arange(n, dtype=np.uint64)[None, :]
+    u = (rand_u64(rseed, stream, idx) >> _U64(40)).astype(np.float64) / 16777216.0
+    keep = torch.from_numpy(u >= p)
+    y = x * keep.float().div_(1 - p)
+    dy = g.randn(B, n)
+    y.backward(dy)
+    # the formula is PyTorch's: its own dropout scales what it keeps the same way
+    t = g.randn(4096)
+    td = F.dropout(t, p, training=True)
+    kept = td != 0
+    if not torch.equal(td[kept], t[kept] * torch.ones(1).div_(1 - p)):
+        raise AssertionError(f"F.dropout(p={p}) does not scale by 1 / (1 - p) in float")
+    return ("dropout", f"[{B},{n}] p {p:g} layer {layer} seed {rseed} step {step} "
+            f"sample0 {sample0}", "dropout", [B, n, layer, rseed, step, sample0], None,
+            {"x": x, "dy": dy, "p": np.array([p], np.float64)},
+            {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
 
 
 def maxpool_case(seed, B, C, H, W, k=3, stride=2, pad=1, kind="randn"):
@@ -439,6 +489,10 @@ def all_cases():
     for n in (1, 45, 3000):
         s += 1
         c.append(relu6_case(s, n))
+    for args in [(2, 50, 0.5, 0, 1, 0, 0), (3, 700, 0.2, 4, 7, 12, 9),
+                 (1, 33, 0.29623987940996116, 2, 123456, 3, 5), (4, 64, 0.9, 9, 2, 1000, 40)]:
+        s += 1
+        c.append(dropout_case(s, *args))
     return c
 
 

@@ -73,6 +73,7 @@ typedef struct cdp_layer {
     int heads;            /* attention */
     cdp_init_style init;  /* linear, conv2d: whose initialisation */
     int fuse_relu;        /* linear followed by an in-place relu: one kernel */
+    double drop_p;        /* dropout: the probability of zeroing an element, in [0, 1] */
     /* set by the model: offsets in floats inside the stage's parameter
      * region (weight first, then bias; gamma then beta), of the buffers
      * (running mean, running var), of the saved area inside the stage's
