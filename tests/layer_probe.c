@@ -14,7 +14,7 @@
  * avgpool, linear, add, xent), "dims" (int32, per layer below) and the
  * layer's arrays, named as in PyTorch's layouts (NCHW, weights [out, in]):
  *
- *   conv2d      dims B Cin H W Cout KH KW stride pad bias; x w [b] dy
+ *   conv2d      dims B Cin H W Cout KH KW stride pad bias groups; x w [b] dy
  *               [dw0 [db0]] -> y dx dw [db] [dw_acc [db_acc]]
  *               (dw_acc: conv2d_bwd with accumulate onto dw0, db0)
  *   batchnorm2d dims B C H W N; eps momentum (float32, 1 each); x gamma
@@ -185,16 +185,17 @@ static float *dup_f(const float *p, size_t n)
 
 static void run_conv2d(void)
 {
-    const int *d = dims(10);
+    const int *d = dims(11);
     cdp_conv_shape s = {.B = d[0], .Cin = d[1], .H = d[2], .W = d[3], .Cout = d[4],
-                        .KH = d[5], .KW = d[6], .stride = d[7], .pad = d[8]};
+                        .KH = d[5], .KW = d[6], .stride = d[7], .pad = d[8], .groups = d[10]};
     int bias = d[9];
-    if (s.stride < 1 || s.H + 2 * s.pad < s.KH || s.W + 2 * s.pad < s.KW)
+    if (s.stride < 1 || s.H + 2 * s.pad < s.KH || s.W + 2 * s.pad < s.KW || s.groups < 1 ||
+        s.Cin % s.groups || s.Cout % s.groups)
         die("bad conv2d shape%s", "");
     s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
     s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
     size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
-    size_t nw = (size_t)s.Cout * s.Cin * s.KH * s.KW;
+    size_t nw = cdp_conv_weight_count(&s);
     const float *x = get("x", DT_F32, nx), *w = get("w", DT_F32, nw);
     const float *b = bias ? get("b", DT_F32, (size_t)s.Cout) : NULL;
     const float *dy = get("dy", DT_F32, ny);

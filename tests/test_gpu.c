@@ -22,7 +22,8 @@
  * the tokens, add_rows and copy_rows bit for bit.  The kernels ran on an
  * H200 on 2026-11-26; the parallel softmax, LayerNorm and column sums
  * (reduce.cuh) were written after that, without a GPU, and so were the
- * checks of ReLU6 and dropout (bit for bit). */
+ * checks of ReLU6 and dropout (bit for bit) and of grouped convolution
+ * (the direct path bit for bit, cuDNN's to rounding). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -754,7 +755,7 @@ static const int cshapes[][8] = { /* B, Cin, H, W, Cout, k, stride, pad */
 static cdp_conv_shape conv_shape_of(int i)
 {
     const int *c = cshapes[i];
-    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0};
+    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0, 1};
     s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
     s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
     return s;
@@ -781,7 +782,7 @@ extern const int cdp_cuda_have_cudnn __attribute__((weak));
 static void check_conv2d(const cdp_conv_shape s, const char *path)
 {
     const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
-    const size_t nw = (size_t)s.Cout * s.Cin * s.KH * s.KW, nb = (size_t)s.Cout;
+    const size_t nw = cdp_conv_weight_count(&s), nb = (size_t)s.Cout;
     float *x = rand_floats(nx, -1.0f, 1.0f), *w = rand_floats(nw, -0.5f, 0.5f);
     float *b = rand_floats(nb, -0.5f, 0.5f), *dy = rand_floats(ny, -1.0f, 1.0f);
     float *acc = rand_floats(nw + nb, -0.5f, 0.5f);
@@ -875,6 +876,63 @@ START_TEST(test_conv2d)
     if (cdp_cuda_have_cudnn) {
         cdp_cuda_conv_cudnn = 1;
         check_conv2d(s, "cuDNN");
+    }
+    cdp_cuda_conv_cudnn = -1;   /* back to CDP_CUDNN's choice */
+}
+END_TEST
+
+/* grouped and depthwise: B, Cin, H, W, Cout, k, stride, pad, groups */
+static const int gshapes[][9] = {
+    {2, 16, 8, 8, 16, 3, 1, 1, 16}, {3, 6, 9, 7, 6, 3, 2, 1, 6}, {2, 8, 6, 6, 16, 3, 1, 1, 8},
+    {2, 12, 7, 7, 24, 3, 1, 1, 4},  {4, 32, 4, 4, 64, 1, 1, 0, 2}, {1, 9, 11, 5, 6, 5, 2, 2, 3},
+    {16, 96, 28, 28, 96, 3, 1, 1, 96},   /* MobileNetV2's depthwise size */
+};
+#define NGSHAPES ((int)(sizeof gshapes / sizeof gshapes[0]))
+
+/* conv2d with groups: on the direct path (conv_grouped.cu) the CPU's bits
+ * for y, dx and dw, and on both paths check_conv2d's comparisons */
+START_TEST(test_conv2d_grouped)
+{
+    const int *c = gshapes[_i];
+    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0, c[8]};
+    s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+    s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+    ck_assert_msg(&cdp_cuda_conv_cudnn != NULL && &cdp_cuda_have_cudnn != NULL,
+                  "the CUDA backend's conv path switch is missing");
+    cdp_cuda_conv_cudnn = 0;
+    check_conv2d(s, "grouped direct");
+    const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
+    const size_t nw = cdp_conv_weight_count(&s);
+    float *x = rand_floats(nx, -1.0f, 1.0f), *w = rand_floats(nw, -0.5f, 0.5f);
+    float *b = rand_floats((size_t)s.Cout, -0.5f, 0.5f), *dy = rand_floats(ny, -1.0f, 1.0f);
+    const cdp_backend *be[2] = {gpu, cpu};
+    float *out[2][3];
+    for (int k = 0; k < 2; k++) {
+        /* on backend k: the inputs, then y and the gradients */
+        float *xk = put(be[k], x, nx * 4), *wk = put(be[k], w, nw * 4);
+        float *bk = put(be[k], b, (size_t)s.Cout * 4), *dyk = put(be[k], dy, ny * 4);
+        float *yk = put(be[k], NULL, ny * 4), *dxk = put(be[k], NULL, nx * 4);
+        float *dwk = put(be[k], NULL, nw * 4), *dbk = put(be[k], NULL, (size_t)s.Cout * 4);
+        float *ws = conv_ws(be[k], &s);
+        be[k]->conv2d_fwd(&s, xk, wk, bk, yk, ws);
+        be[k]->conv2d_bwd(&s, xk, wk, dyk, dxk, dwk, dbk, 0, ws);
+        out[k][0] = fetch(be[k], yk, ny);
+        out[k][1] = fetch(be[k], dxk, nx);
+        out[k][2] = fetch(be[k], dwk, nw);
+        void *all[] = {xk, wk, bk, dyk, yk, dxk, dwk, dbk, ws};
+        for (size_t q = 0; q < sizeof all / sizeof *all; q++)
+            be[k]->free(all[q]);
+    }
+    ck_assert_msg(memcmp(out[0][0], out[1][0], ny * 4) == 0, "grouped direct y: not the CPU's bits");
+    ck_assert_msg(memcmp(out[0][1], out[1][1], nx * 4) == 0, "grouped direct dx: not the CPU's bits");
+    ck_assert_msg(memcmp(out[0][2], out[1][2], nw * 4) == 0, "grouped direct dw: not the CPU's bits");
+    for (int k = 0; k < 2; k++)
+        for (int q = 0; q < 3; q++)
+            free(out[k][q]);
+    free(x); free(w); free(b); free(dy);
+    if (cdp_cuda_have_cudnn) {
+        cdp_cuda_conv_cudnn = 1;
+        check_conv2d(s, "cuDNN grouped");
     }
     cdp_cuda_conv_cudnn = -1;   /* back to CDP_CUDNN's choice */
 }
@@ -1528,6 +1586,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(t, test_xent_ties);
     tcase_add_test(t, test_training_steps);
     tcase_add_loop_test(t, test_conv2d, 0, NCSHAPES);
+    tcase_add_loop_test(t, test_conv2d_grouped, 0, NGSHAPES);
     tcase_add_loop_test(t, test_batchnorm, 0, NBSHAPES);
     tcase_add_test(t, test_bn_running);
     tcase_add_test(t, test_f64_pack);

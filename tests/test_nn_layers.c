@@ -1,7 +1,8 @@
 /* Unit tests of the layer kinds torchvision's classic networks add to the
- * ResNets' and the ViT's: ReLU6 and dropout.  Each layer runs through its
- * ops (cdp_layer_ops_of, as a stage runs it) on the CPU backend, and the
- * test checks:
+ * ResNets' and the ViT's: ReLU6, dropout, and grouped and depthwise
+ * convolution (conv2d with groups).  Each layer runs through its ops
+ * (cdp_layer_ops_of, as a stage runs it) or its kernels on the CPU
+ * backend, and the test checks:
  *   1. hand values: the ends of ReLU6 (its gradient is 0 at x = 0 and
  *      x = 6, as PyTorch's), -0 and the infinities; dropout with p = 0
  *      (the identity), p = 1 (x * 0) and in evaluation (the identity);
@@ -14,7 +15,15 @@
  *      with the seed, the step and the layer index but not with the way
  *      the step's samples are cut into calls (ranks, workers);
  *   3. the same bits with 1, 2 and 3 threads, on tensors long enough for
- *      the elementwise loops to split. */
+ *      the elementwise loops to split;
+ *   4. grouped convolution over 9 shapes (depthwise 3x3 stride 1 and 2,
+ *      groups of 2 to 8 channels, 1x1, 5x5, odd and non-square images,
+ *      B = 1 and 4, with and without bias): y, dx, dw, db against a double
+ *      reference with direct loops, whose own gradients agree with central
+ *      differences; accumulate gives the bits of a separate result added
+ *      with add(), dx NULL the same dw and db; 1, 2, 3 threads the same
+ *      bits; the layer's weight is [out, in/groups, k, k] with PyTorch's
+ *      fans, and groups that do not divide the channels are refused. */
 #include <check.h>
 #include <math.h>
 #include <stddef.h>
@@ -28,6 +37,7 @@
 #include "cdp/rng.h"
 #include "check_util.h"
 #include "check_run.h"
+#include "conv_ref.h"
 #include "../src/cpu/cpu_internal.h"   /* CDP_CPU_OMP_MIN: when loops split */
 
 /* ------------------------------------------------------------ helpers */
@@ -413,6 +423,242 @@ START_TEST(dropout_bad_p)
 }
 END_TEST
 
+/* ------------------------------------------------------------ grouped conv */
+
+/* B Cin H W Cout k stride pad groups bias */
+static const int gshapes[][10] = {
+    {2, 8, 6, 6, 8, 3, 1, 1, 8, 0},      /* depthwise 3x3, MobileNet's */
+    {3, 6, 7, 5, 6, 3, 2, 1, 6, 1},      /* depthwise stride 2, odd sizes, bias */
+    {2, 8, 5, 5, 16, 3, 1, 1, 8, 0},     /* depthwise, two outputs per channel */
+    {4, 8, 6, 6, 12, 1, 1, 0, 2, 1},     /* 1x1, 2 groups */
+    {1, 12, 9, 7, 8, 3, 2, 0, 4, 0},     /* 4 groups of 3 -> 2, no padding */
+    {2, 16, 8, 8, 16, 5, 1, 2, 4, 1},    /* 5x5 pad 2 */
+    {2, 4, 1, 1, 4, 1, 1, 0, 2, 0},      /* 1x1 images */
+    {1, 6, 4, 9, 9, 3, 3, 1, 3, 1},      /* stride 3 */
+    {4, 32, 4, 4, 32, 3, 1, 1, 32, 0},   /* depthwise at B = 4 */
+};
+#define NGSHAPES ((int)(sizeof gshapes / sizeof *gshapes))
+
+static cdp_conv_shape gshape(int i, int *bias)
+{
+    const int *v = gshapes[i];
+    cdp_conv_shape s = {.B = v[0], .Cin = v[1], .H = v[2], .W = v[3], .Cout = v[4], .KH = v[5],
+                        .KW = v[5], .stride = v[6], .pad = v[7], .groups = v[8]};
+    s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+    s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+    if (bias)
+        *bias = v[9];
+    return s;
+}
+
+typedef struct gconv {
+    cdp_conv_shape s;
+    size_t nx, ny, nw;
+    float *x, *w, *b, *dy;                /* inputs */
+    float *y, *dx, *dw, *db, *ws;         /* cdp's */
+} gconv;
+
+static void gconv_make(gconv *c, const cdp_conv_shape *s, const cdp_backend *be, uint64_t seed)
+{
+    memset(c, 0, sizeof *c);
+    c->s = *s;
+    c->nx = (size_t)s->B * s->Cin * s->H * s->W;
+    c->ny = (size_t)s->B * s->Cout * s->OH * s->OW;
+    c->nw = cdp_conv_weight_count(s);
+    c->x = fbuf(c->nx); c->w = fbuf(c->nw); c->b = fbuf((size_t)s->Cout); c->dy = fbuf(c->ny);
+    c->y = fbuf(c->ny); c->dx = fbuf(c->nx); c->dw = fbuf(c->nw); c->db = fbuf((size_t)s->Cout);
+    c->ws = fbuf(be->conv2d_ws_floats(s));
+    for (size_t k = 0; k < c->nx; k++) c->x[k] = urand(seed, k, -1.0f, 1.0f);
+    for (size_t k = 0; k < c->nw; k++) c->w[k] = urand(seed + 1, k, -0.5f, 0.5f);
+    for (int k = 0; k < s->Cout; k++) c->b[k] = urand(seed + 2, (uint64_t)k, -0.5f, 0.5f);
+    for (size_t k = 0; k < c->ny; k++) c->dy[k] = urand(seed + 3, k, -1.0f, 1.0f);
+}
+
+static void gconv_free(gconv *c)
+{
+    free(c->x); free(c->w); free(c->b); free(c->dy);
+    free(c->y); free(c->dx); free(c->dw); free(c->db); free(c->ws);
+}
+
+static void gconv_run(gconv *c, const cdp_backend *be, int bias)
+{
+    be->conv2d_fwd(&c->s, c->x, c->w, bias ? c->b : NULL, c->y, c->ws);
+    be->conv2d_bwd(&c->s, c->x, c->w, c->dy, c->dx, c->dw, bias ? c->db : NULL, 0, c->ws);
+}
+
+/* L = sum(y * r) in double; its gradient in p by central differences */
+static double conv_loss_d(const cdp_conv_shape *s, const double *x, const double *w,
+                        const double *b, const double *r, double *y)
+{
+    conv_ref_fwd(s, x, w, b, y);
+    double l = 0.0;
+    for (size_t k = 0, n = (size_t)s->B * s->Cout * s->OH * s->OW; k < n; k++)
+        l += y[k] * r[k];
+    return l;
+}
+
+static void conv_fd_d(const cdp_conv_shape *s, double *x, double *w, double *b, const double *r,
+                    double *p, size_t n, double *g)
+{
+    double *y = dbuf((size_t)s->B * s->Cout * s->OH * s->OW);
+    const double h = 1e-5;
+    for (size_t k = 0; k < n; k++) {
+        const double v = p[k];
+        p[k] = v + h;
+        const double lp = conv_loss_d(s, x, w, b, r, y);
+        p[k] = v - h;
+        const double lm = conv_loss_d(s, x, w, b, r, y);
+        p[k] = v;
+        g[k] = (lp - lm) / (2 * h);
+    }
+    free(y);
+}
+
+/* |a - f| <= 1e-7 * (1 + max|f|): the reference's gradient against the
+ * differences (both double; the loss is linear in each input) */
+static void check_fd_d(const char *what, int i, const double *a, const double *f, size_t n)
+{
+    double mx = 0.0;
+    for (size_t k = 0; k < n; k++)
+        mx = fmax(mx, fabs(f[k]));
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(fabs(a[k] - f[k]) <= 1e-7 * (1 + mx),
+                      "shape %d: reference %s[%zu] = %.12g, finite difference %.12g", i, what, k,
+                      a[k], f[k]);
+}
+
+START_TEST(gconv_fd_reference)
+{
+    int bias;
+    const cdp_conv_shape s = gshape(_i, &bias);
+    const cdp_backend *be = cdp_backend_cpu(1);
+    gconv c;
+    gconv_make(&c, &s, be, 100 + 10 * (uint64_t)_i);
+    gconv_run(&c, be, bias);
+    double *x = to_d(c.x, c.nx), *w = to_d(c.w, c.nw), *b = to_d(c.b, (size_t)s.Cout);
+    double *r = to_d(c.dy, c.ny), *y = dbuf(c.ny);
+    double *dx = dbuf(c.nx), *dw = dbuf(c.nw), *db = dbuf((size_t)s.Cout);
+    conv_ref_fwd(&s, x, w, bias ? b : NULL, y);
+    conv_ref_bwd(&s, x, w, r, dx, dw, db);
+    char what[64];
+    snprintf(what, sizeof what, "shape %d y", _i);
+    check_close(what, c.y, y, c.ny, 1e-6);
+    snprintf(what, sizeof what, "shape %d dx", _i);
+    check_close(what, c.dx, dx, c.nx, 1e-6);
+    snprintf(what, sizeof what, "shape %d dw", _i);
+    check_close(what, c.dw, dw, c.nw, 1e-6);
+    if (bias) {
+        snprintf(what, sizeof what, "shape %d db", _i);
+        check_close(what, c.db, db, (size_t)s.Cout, 1e-6);
+    }
+    /* the reference's gradients against central differences */
+    double *f = dbuf(c.nx > c.nw ? c.nx : c.nw);
+    conv_fd_d(&s, x, w, bias ? b : NULL, r, x, c.nx, f);
+    check_fd_d("dx", _i, dx, f, c.nx);
+    conv_fd_d(&s, x, w, bias ? b : NULL, r, w, c.nw, f);
+    check_fd_d("dw", _i, dw, f, c.nw);
+    if (bias) {
+        conv_fd_d(&s, x, w, b, r, b, (size_t)s.Cout, f);
+        check_fd_d("db", _i, db, f, (size_t)s.Cout);
+    }
+    free(x); free(w); free(b); free(r); free(y); free(dx); free(dw); free(db); free(f);
+    gconv_free(&c);
+}
+END_TEST
+
+/* accumulate: the bits of the separate result added with add(); dx NULL:
+ * the same dw and db */
+START_TEST(gconv_accumulate_dx_null)
+{
+    int bias;
+    const cdp_conv_shape s = gshape(_i, &bias);
+    const cdp_backend *be = cdp_backend_cpu(2);
+    gconv c;
+    gconv_make(&c, &s, be, 200 + 10 * (uint64_t)_i);
+    gconv_run(&c, be, 1);
+    float *dw = fbuf(c.nw), *db = fbuf((size_t)s.Cout), *dx = fbuf(c.nx);
+    for (size_t k = 0; k < c.nw; k++) dw[k] = urand(7, k, -1.0f, 1.0f);
+    for (int k = 0; k < s.Cout; k++) db[k] = urand(8, (uint64_t)k, -1.0f, 1.0f);
+    float *sw = fbuf(c.nw), *sb = fbuf((size_t)s.Cout);
+    memcpy(sw, dw, c.nw * sizeof *sw);
+    memcpy(sb, db, (size_t)s.Cout * sizeof *sb);
+    be->add(c.nw, sw, c.dw);
+    be->add((size_t)s.Cout, sb, c.db);
+    be->conv2d_bwd(&s, c.x, c.w, c.dy, dx, dw, db, 1, c.ws);
+    check_bits("accumulated dw", dw, sw, c.nw);
+    check_bits("accumulated db", db, sb, (size_t)s.Cout);
+    check_bits("dx with accumulate", dx, c.dx, c.nx);
+    be->conv2d_bwd(&s, c.x, c.w, c.dy, NULL, dw, db, 0, c.ws);
+    check_bits("dw with dx NULL", dw, c.dw, c.nw);
+    check_bits("db with dx NULL", db, c.db, (size_t)s.Cout);
+    free(dw); free(db); free(dx); free(sw); free(sb);
+    gconv_free(&c);
+}
+END_TEST
+
+/* 1, 2 and 3 threads: the same bits, on shapes with work enough to split */
+START_TEST(gconv_threads)
+{
+    static const cdp_conv_shape big[] = {
+        {.B = 8, .Cin = 32, .H = 16, .W = 16, .Cout = 32, .KH = 3, .KW = 3, .stride = 1,
+         .pad = 1, .OH = 16, .OW = 16, .groups = 32},
+        {.B = 6, .Cin = 24, .H = 15, .W = 15, .Cout = 48, .KH = 3, .KW = 3, .stride = 2,
+         .pad = 1, .OH = 8, .OW = 8, .groups = 4},
+    };
+    static const int thr[] = {1, 2, 3};
+    for (int i = 0; i < 2; i++) {
+        gconv c[3];
+        for (int r = 0; r < 3; r++) {
+            const cdp_backend *be = cdp_backend_cpu(thr[r]);
+            gconv_make(&c[r], &big[i], be, 300);
+            gconv_run(&c[r], be, 1);
+        }
+        for (int r = 1; r < 3; r++) {
+            check_bits("grouped y across threads", c[r].y, c[0].y, c[0].ny);
+            check_bits("grouped dx across threads", c[r].dx, c[0].dx, c[0].nx);
+            check_bits("grouped dw across threads", c[r].dw, c[0].dw, c[0].nw);
+            check_bits("grouped db across threads", c[r].db, c[0].db, (size_t)big[i].Cout);
+        }
+        for (int r = 0; r < 3; r++)
+            gconv_free(&c[r]);
+    }
+}
+END_TEST
+
+/* the layer: weight [out, in/groups, k, k], PyTorch's fans (kaiming
+ * fan_out = out*k*k; a bias's fan_in = in/groups * k*k), FLOPs of the
+ * groups, and groups that do not divide the channels refused */
+START_TEST(gconv_layer)
+{
+    cdp_layer ly = {.kind = CDP_LAYER_CONV2D, .in2 = -1, .xs = {12, 8, 8}, .ys = {24, 0, 0},
+                    .k = 3, .stride = 1, .pad = 1, .bias = 1, .groups = 4};
+    snprintf(ly.name, sizeof ly.name, "features.1.conv");
+    const cdp_layer_ops *ops = cdp_layer_ops_of(CDP_LAYER_CONV2D);
+    char err[256] = "";
+    ck_assert_msg(ops->shape(&ly, err, sizeof err) == 0, "%s", err);
+    cdp_param_desc d[8];
+    ck_assert_int_eq(ops->params(&ly, d), 2);
+    ck_assert(d[0].ndim == 4 && d[0].shape[0] == 24 && d[0].shape[1] == 3 &&
+              d[0].shape[2] == 3 && d[0].shape[3] == 3);
+    ck_assert(fabsf(d[0].a - sqrtf(2.0f / (24 * 9))) < 1e-7f);
+    ck_assert(fabsf(d[1].a - 1.0f / sqrtf(3 * 9)) < 1e-7f);
+    cdp_layer plain = ly;
+    plain.groups = 1;
+    ck_assert(ops->shape(&plain, err, sizeof err) == 0);
+    ck_assert(fabs(ops->flops(&plain, 2, 1) - 4 * ops->flops(&ly, 2, 1)) < 1e-6);
+    static const int bad[][3] = {{5, 12, 24}, {4, 12, 10}, {-2, 12, 24}};
+    for (int q = 0; q < 3; q++) {
+        cdp_layer b = ly;
+        b.groups = bad[q][0];
+        b.xs.c = bad[q][1];
+        b.ys.c = bad[q][2];
+        ck_assert_int_eq(ops->shape(&b, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, "features.1.conv: ") == err && strstr(err, "groups do not divide"),
+                      "%s", err);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *nn_layers_suite(void)
@@ -432,6 +678,13 @@ static Suite *nn_layers_suite(void)
     tcase_add_test(tc, dropout_draws);
     tcase_add_test(tc, dropout_threads_in_place);
     tcase_add_test(tc, dropout_bad_p);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("grouped_conv");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, gconv_fd_reference, 0, NGSHAPES);
+    tcase_add_loop_test(tc, gconv_accumulate_dx_null, 0, NGSHAPES);
+    tcase_add_test(tc, gconv_threads);
+    tcase_add_test(tc, gconv_layer);
     suite_add_tcase(s, tc);
     return s;
 }

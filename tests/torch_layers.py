@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Per-layer forward/backward parity of cdp's CPU kernels with PyTorch.
 
-For every layer kind cdp's models are made of (conv2d, batchnorm2d in
+For every layer kind cdp's models are made of (conv2d, with groups too, batchnorm2d in
 training and evaluation mode with its running statistics, relu, relu6,
 dropout (cdp's draws, computed here again, applied as PyTorch's), maxpool2d,
 global average pooling, linear with its fused relu and relu-masked dx,
@@ -126,9 +126,9 @@ def leaf(t):
     return t.clone().requires_grad_(True)
 
 
-def conv_case(seed, B, Cin, H, W, Cout, k, stride, pad, bias, acc=False):
+def conv_case(seed, B, Cin, H, W, Cout, k, stride, pad, bias, acc=False, groups=1):
     g = Gen(seed)
-    m = nn.Conv2d(Cin, Cout, k, stride=stride, padding=pad, bias=bias)
+    m = nn.Conv2d(Cin, Cout, k, stride=stride, padding=pad, bias=bias, groups=groups)
     with torch.no_grad():
         m.weight.copy_(g.randn(*m.weight.shape, scale=0.3))
         if bias:
@@ -150,9 +150,10 @@ def conv_case(seed, B, Cin, H, W, Cout, k, stride, pad, bias, acc=False):
             arrays["db0"] = db0
             exp["db_acc"] = (db0 + m.bias.grad, "bwd")
     label = (f"{k}x{k}/{stride} pad {pad} {'bias' if bias else 'no bias'} "
-             f"x[{B},{Cin},{H},{W}] -> {Cout}{' +acc' if acc else ''}")
+             f"x[{B},{Cin},{H},{W}] -> {Cout}{f' groups {groups}' if groups > 1 else ''}"
+             f"{' +acc' if acc else ''}")
     return ("conv2d", label, "conv2d",
-            [B, Cin, H, W, Cout, k, k, stride, pad, int(bias)], None, arrays, exp)
+            [B, Cin, H, W, Cout, k, k, stride, pad, int(bias), groups], None, arrays, exp)
 
 
 def bn_case(seed, B, C, H, W, N, eps=1e-5, momentum=0.1, shift=0.0, scale=1.0):
@@ -489,6 +490,16 @@ def all_cases():
     for n in (1, 45, 3000):
         s += 1
         c.append(relu6_case(s, n))
+    # grouped and depthwise (MobileNet's 3x3 depthwise, its stride 2, a
+    # channel multiplier of 2, groups of several channels, 1x1 groups)
+    for args in [(2, 16, 8, 8, 16, 3, 1, 1, False, True, 16),
+                 (3, 6, 9, 7, 6, 3, 2, 1, True, False, 6),
+                 (2, 8, 6, 6, 16, 3, 1, 1, False, True, 8),
+                 (2, 12, 7, 7, 24, 3, 1, 1, True, True, 4),
+                 (4, 32, 4, 4, 64, 1, 1, 0, False, False, 2),
+                 (1, 9, 11, 5, 6, 5, 2, 2, True, False, 3)]:
+        s += 1
+        c.append(conv_case(s, *args[:10], groups=args[10]))
     for args in [(2, 50, 0.5, 0, 1, 0, 0), (3, 700, 0.2, 4, 7, 12, 9),
                  (1, 33, 0.29623987940996116, 2, 123456, 3, 5), (4, 64, 0.9, 9, 2, 1000, 40)]:
         s += 1
@@ -577,7 +588,7 @@ def compare(probe, tmp):
     # element of x for the forward, of dy for the backward).
     k0 = 0  # first conv2d case
     kind, label, _, dims, _, arrays, _ = cases[k0]
-    B, Cin, H, W, Cout, k, _, stride, pad, bias = dims
+    B, Cin, H, W, Cout, k, _, stride, pad, bias, _ = dims
     m = nn.Conv2d(Cin, Cout, k, stride=stride, padding=pad, bias=bool(bias))
     with torch.no_grad():
         m.weight.copy_(arrays["w"])

@@ -67,6 +67,8 @@ typedef struct cdp_layer {
     cdp_shape xs, ys;     /* input and output shape of one sample */
     int k, stride, pad;   /* conv2d, maxpool2d: square kernel */
     int bias;             /* conv2d: has a bias */
+    int groups;           /* conv2d: nn.Conv2d's groups (0 or 1: none; the channels
+                           * of the input: depthwise) */
     float eps, momentum;  /* batchnorm2d; eps: layernorm */
     int tokens;           /* linear: applied to each token, the last dim of [T, 1, D]
                            * (else to the flattened sample) */
