@@ -988,7 +988,8 @@ END_TEST
 /* The table of models: unique names, every preset builds for the images it
  * is made for, and torchvision's count their parameters as torchvision does
  * (sum of numel over model.parameters(): torchvision's published counts;
- * for resnet18-cifar, the common CIFAR ResNet18's 11,173,962). */
+ * for resnet18-cifar, the common CIFAR ResNet18's 11,173,962; mobile-tiny's
+ * counted on the same network written with torch.nn). */
 START_TEST(model_registry)
 {
     static const struct {
@@ -998,6 +999,7 @@ START_TEST(model_registry)
         { "resnet18", 11689512 }, { "resnet34", 21797672 }, { "resnet50", 25557032 },
         { "resnet18-cifar", 11173962 }, { "vit-b16", 86567656 }, { "vit-b32", 88224232 },
         { "vit-l16", 304326632 },
+        { "mobile-tiny", 6858 },   /* its nn.Module, built in PyTorch */
     };
     cdp_model_entry e, f;
     int n = 0, presets = 0, checked = 0;

@@ -63,7 +63,8 @@ typedef struct cdp_model_family {
     int (*build)(mb *b, const char *spec, int *default_stages);
 } cdp_model_family;
 
-extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit;
+extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit,
+    cdp_family_mobile;
 
 /* The family that builds spec (a preset's name or its free form), or NULL. */
 const cdp_model_family *cdp_model_family_of(const char *spec);
