@@ -186,7 +186,7 @@ static int bench_pair(const struct shp *a, size_t na, const struct shp *bl, size
     for (size_t i = 0; i < na + nb; i++) {
         const struct shp *h = i < na ? &a[i] : &bl[i - na];
         cdp_conv_shape s = {h->B, h->Cin, h->H, h->H, h->Cout, h->k, h->k, h->stride, h->pad,
-                            0, 0};
+                            0, 0, 1};
         s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
         s.OW = s.OH;
         int K = s.Cin * s.KH * s.KW, P = s.OH * s.OW;
@@ -289,7 +289,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         const struct shp *h = &shapes[i];
         cdp_conv_shape s = {h->B, h->Cin, h->H, h->H, h->Cout, h->k, h->k, h->stride, h->pad,
-                            0, 0};
+                            0, 0, 1};
         s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
         s.OW = s.OH;
         int K = s.Cin * s.KH * s.KW, P = s.OH * s.OW, N = s.B * P;

@@ -15,15 +15,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Shape of one convolution over a micro-batch (see conv2d_fwd). */
+/* Shape of one convolution over a micro-batch (see conv2d_fwd).  groups
+ * (nn.Conv2d's): 0 or 1, a plain convolution; G > 1 (dividing Cin and
+ * Cout), G independent convolutions of Cin/G channels into Cout/G. */
 typedef struct cdp_conv_shape {
-    int B, Cin, H, W, Cout, KH, KW, stride, pad, OH, OW;
+    int B, Cin, H, W, Cout, KH, KW, stride, pad, OH, OW, groups;
 } cdp_conv_shape;
 
-/* the number of weights, Cout*Cin*KH*KW (what dw holds) */
+/* the number of groups, at least 1 */
+static inline int cdp_conv_groups(const cdp_conv_shape *s)
+{
+    return s->groups > 1 ? s->groups : 1;
+}
+
+/* the number of weights, Cout*(Cin/groups)*KH*KW (what dw holds) */
 static inline size_t cdp_conv_weight_count(const cdp_conv_shape *s)
 {
-    return (size_t)s->Cout * (size_t)s->Cin * (size_t)s->KH * (size_t)s->KW;
+    return (size_t)s->Cout * (size_t)(s->Cin / cdp_conv_groups(s)) * (size_t)s->KH *
+           (size_t)s->KW;
 }
 
 /* The scalars of one AdamW update (backend adamw), each computed on the

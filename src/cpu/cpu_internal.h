@@ -52,6 +52,12 @@ extern int cdp_cpu_conv_cols;
  * the AVX-512 ones; tests compare them).  cdp_cpu_conv_direct_cols: flat
  * pixels a dw chunk of whole samples aims at (changes dw's bits). */
 extern int cdp_cpu_conv_direct, cdp_cpu_conv_direct_simd, cdp_cpu_conv_direct_cols;
+/* Grouped and depthwise convolution (groups > 1, kernels_conv_grouped.c):
+ * every grouped shape, no workspace; db stays with kernels_conv.c. */
+void cdp_cpu_conv2d_grouped_fwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                                const float *b, float *y);
+void cdp_cpu_conv2d_grouped_bwd(const struct cdp_conv_shape *s, const float *x, const float *w,
+                                const float *dy, float *dx, float *dw, int accumulate);
 int cdp_cpu_conv_direct_supported(const struct cdp_conv_shape *s);
 /* pass: 0 forward, 1 backward with dx, 2 backward without dx */
 int cdp_cpu_conv_direct_use(const struct cdp_conv_shape *s, int pass);

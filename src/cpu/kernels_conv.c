@@ -26,7 +26,8 @@
  * the shapes cdp_cpu_conv_direct_use() picks (measured) to the direct
  * convolution of kernels_conv_direct.c (db stays here, conv_db), and, in a
  * build with oneDNN, first the shapes cdp_cpu_conv_dnnl_use() picks to
- * kernels_conv_dnnl.c (3x3 with >= 16 channels by default).
+ * kernels_conv_dnnl.c (3x3 with >= 16 channels by default).  Grouped and
+ * depthwise convolutions (groups > 1) all go to kernels_conv_grouped.c.
  *
  * Determinism.  The chunks and their assignment to S "slots" depend only on
  * the shape and on cdp_cpu_gemm_split (the per-machine constant of
@@ -138,6 +139,8 @@ static void conv_chunk(const cdp_conv_shape *s, const conv_plan *p, int sl, int 
 
 size_t cdp_cpu_conv2d_ws_floats(const cdp_conv_shape *s)
 {
+    if (cdp_conv_groups(s) > 1)   /* kernels_conv_grouped.c: none */
+        return 0;
     conv_plan p = conv_plan_make(s);
     size_t n = (size_t)p.S * p.slot, d = cdp_cpu_conv_direct_ws_floats(s);
     n = n > d ? n : d;   /* either path may run (cdp_cpu_conv_direct) */
@@ -257,6 +260,10 @@ void cdp_cpu_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
                 y[i * P + q] = b ? b[i % (size_t)Cout] : 0.0f;
         return;
     }
+    if (cdp_conv_groups(s) > 1) {   /* kernels_conv_grouped.c */
+        cdp_cpu_conv2d_grouped_fwd(s, x, w, b, y);
+        return;
+    }
 #ifdef HAVE_DNNL
     if (cdp_cpu_conv_dnnl_use(s)) {   /* kernels_conv_dnnl.c */
         cdp_cpu_conv2d_dnnl_fwd(s, x, w, b, y, ws);
@@ -323,7 +330,7 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
 {
     const conv_plan p = conv_plan_make(s);
     const int Cout = s->Cout;
-    const size_t nw = (size_t)Cout * (size_t)(p.K > 0 ? p.K : 0);
+    const size_t nw = cdp_conv_weight_count(s);
     if (Cout <= 0)
         return;
     if (s->B <= 0 || p.P <= 0 || p.K <= 0) {
@@ -342,6 +349,10 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
     const size_t P = (size_t)p.P;
     if (db)
         conv_db(s, P, dy, db, accumulate);
+    if (cdp_conv_groups(s) > 1) {   /* dw, dx: kernels_conv_grouped.c */
+        cdp_cpu_conv2d_grouped_bwd(s, x, w, dy, dx, dw, accumulate);
+        return;
+    }
 #ifdef HAVE_DNNL
     if (cdp_cpu_conv_dnnl_use(s)) {   /* dw, dx: kernels_conv_dnnl.c */
         cdp_cpu_conv2d_dnnl_bwd(s, x, w, dy, dx, dw, accumulate, ws);

@@ -285,6 +285,20 @@ void cdp_cpu_relu_bwd(size_t n, const float *y, float *dy)
         dy[k] = y[k] > 0.0f ? dy[k] : 0.0f;
 }
 
+void cdp_cpu_relu6_fwd(size_t n, float *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        y[k] = y[k] < 0.0f ? 0.0f : y[k] > 6.0f ? 6.0f : y[k];
+}
+
+void cdp_cpu_relu6_bwd(size_t n, const float *y, float *dy)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        dy[k] = y[k] > 0.0f && y[k] < 6.0f ? dy[k] : 0.0f;
+}
+
 void cdp_cpu_add(size_t n, float *acc, const float *x)
 {
 #pragma omp parallel for PAR(n)

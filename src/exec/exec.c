@@ -320,6 +320,13 @@ static const float *stage_input(cdp_exec *x, int i, int l)
     return cdp_stage_output(x->m, l - 1, x->B, x->act[i * L + l - 1]);
 }
 
+/* where worker i's forward and backward of step k stand (nn.h); the
+ * batcher holds the run's seed */
+static cdp_layer_ctx layer_ctx(const cdp_exec *x, int64_t k, int i)
+{
+    return (cdp_layer_ctx){ x->batch.seed, k, (int64_t)i * x->B };
+}
+
 static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int i = in->worker, l = in->stage, L = x->L, B = x->B;
@@ -337,7 +344,9 @@ static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     }
     const float *input = stage_input(x, i, l);
     x->act[i * L + l] = cdp_actmem_alloc(&x->mem, x->act_bytes[l]);
-    cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats, x->ws, 1);
+    const cdp_layer_ctx ctx = layer_ctx(x, k, i);
+    cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats, x->ws, 1,
+                  &ctx);
     /* the loss sum stays non-finite once it is: the first forward that
      * made it so names where a run diverged (a read of host memory; on a
      * GPU it would cost a synchronisation per forward, so only the segment
@@ -390,8 +399,9 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         x->zeroed[l] = NULL;
     float *grad = first || x->acc_in_place ? acquire_acc(x, l) : x->scratch;
     cdp_req_wait_range(x, grad, stage_bytes(x, l));
+    const cdp_layer_ctx ctx = layer_ctx(x, k0 + in->step, i);
     cdp_stage_bwd(x->be, x->m, l, B, i, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
-                  (!first && x->acc_in_place) || onto_zero);
+                  (!first && x->acc_in_place) || onto_zero, &ctx);
     /* the previous stage's output was this stage's input: if its own
      * backward does not read it, nothing does any more */
     if (l > 0 && !x->in_act[i * L + l] && !cdp_stage_bwd_reads_act(x->m, l - 1)) {

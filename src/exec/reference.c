@@ -57,6 +57,7 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
             cdp_batcher_gather(&bat, k, i, hp, hl);
             be->pixels_to_input(B, c->train->channels, c->train->height * c->train->width, hp, c->train->norm, x);
             be->to_device(lab, hl, (size_t)B * sizeof(int32_t));
+            const cdp_layer_ctx ctx = { c->seed, k, (int64_t)i * B };
             const float *w[CDP_MAX_STAGES];
             for (int l = 0; l < L; l++) {
                 int lag = cdp_lag(N, L, c->rule, i, l);
@@ -65,13 +66,14 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
             }
             for (int l = 0; l < L; l++) {
                 const float *in = l == 0 ? x : cdp_stage_output(m, l - 1, B, act[l - 1]);
-                cdp_stage_fwd(be, m, l, B, w[l], in, act[l], l == L - 1 ? lab : NULL, stats, ws, 1);
+                cdp_stage_fwd(be, m, l, B, w[l], in, act[l], l == L - 1 ? lab : NULL, stats, ws, 1,
+                              &ctx);
             }
             for (int l = L - 1; l >= 0; l--) {
                 const float *in = l == 0 ? x : cdp_stage_output(m, l - 1, B, act[l - 1]);
                 float *dst = i == 0 ? gsum + m->stage_off[l] : g + m->stage_off[l];
                 cdp_stage_bwd(be, m, l, B, i, w[l], in, act[l], l == L - 1 ? NULL : dout[l + 1],
-                              l == 0 ? NULL : dout[l], dst, ws, 0);
+                              l == 0 ? NULL : dout[l], dst, ws, 0, &ctx);
             }
             if (i > 0)
                 be->add(m->nparams, gsum, g);

@@ -19,6 +19,10 @@
  * are cuDNN's order, not the CPU's: they agree to rounding (tests/gpu/test_gpu
  * checks both paths).
  *
+ * Grouped and depthwise shapes (groups > 1) run here as one grouped
+ * convolution (cudnnSetConvolutionGroupCount), the filter [Cout, Cin/G,
+ * KH, KW]; where cuDNN declines one, conv_grouped.cu runs it.
+ *
  * The contract (src/backend/backend.h): y = conv + bias (y preloaded with
  * the bias, cuDNN adds onto it with beta = 1, as the im2col path's GEMM
  * does); dw into ws and then add() with accumulate (the bits of a separate
@@ -146,10 +150,12 @@ static void plan(cudnn_conv *c, const cdp_conv_shape *s)
                                    s->W));
     TRY(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->Cout,
                                    s->OH, s->OW));
-    TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->Cout, s->Cin,
-                                   s->KH, s->KW));
+    const int G = cdp_conv_groups(s);   /* the filter holds Cin/G channels per output */
+    TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->Cout,
+                                   s->Cin / G, s->KH, s->KW));
     TRY(cudnnSetConvolution2dDescriptor(c->conv, s->pad, s->pad, s->stride, s->stride, 1, 1,
                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    TRY(cudnnSetConvolutionGroupCount(c->conv, G));
     TRY(cudnnSetConvolutionMathType(c->conv, CUDNN_FMA_MATH));
     int n = 0, cc = 0, h = 0, w = 0;
     TRY(cudnnGetConvolution2dForwardOutputDim(c->conv, c->x, c->w, &n, &cc, &h, &w));

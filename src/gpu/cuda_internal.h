@@ -135,6 +135,14 @@ int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, 
                        float *dx, float *dw, int accumulate, float *ws);
 const char *cdp_cuda_cudnn_describe(void);
 
+/* Grouped and depthwise convolutions (groups > 1) where cuDNN declined
+ * (conv_grouped.cu): the CPU's loops and bits, no workspace; dx may be
+ * NULL; db stays with the caller. */
+void cdp_cuda_conv2d_grouped_fwd(const cdp_conv_shape *s, const float *x, const float *w,
+                                 const float *b, float *y);
+void cdp_cuda_conv2d_grouped_bwd(const cdp_conv_shape *s, const float *x, const float *w,
+                                 const float *dy, float *dx, float *dw, int accumulate);
+
 /* out[c] = (or +=) the sum over the R rows (stride ld) of column c
  * (kernels_tokens.cu); also Linear's bias gradient */
 void cdp_cuda_colsum(int R, int N, size_t ld, const float *x, float *out, int accumulate);

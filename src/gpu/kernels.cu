@@ -17,6 +17,9 @@
 #include <cmath>
 
 #include "cuda_internal.h"
+extern "C" {
+#include "util/rng.h"
+}
 
 /* ---------------------------------------------------------------- Linear */
 
@@ -131,6 +134,40 @@ __global__ static void k_relu_bwd(size_t n, const float *__restrict__ y,
             dy[i] = 0.0f;
 }
 
+__global__ static void k_relu6_fwd(size_t n, float *y)
+{
+    GRID_STRIDE(i, n) {
+        float v = y[i];
+        y[i] = v < 0.0f ? 0.0f : v > 6.0f ? 6.0f : v;
+    }
+}
+
+__global__ static void k_relu6_bwd(size_t n, const float *__restrict__ y,
+                                   float *__restrict__ dy)
+{
+    GRID_STRIDE(i, n)
+        if (!(y[i] > 0.0f && y[i] < 6.0f))
+            dy[i] = 0.0f;
+}
+
+/* cdp_mix64 (src/util/rng.c), on the device */
+__device__ static uint64_t d_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+__global__ static void k_dropout(size_t n, uint64_t key, uint64_t index0, uint32_t keep_from,
+                                 float scale, const float *x, float *y)
+{
+    GRID_STRIDE(i, n) {
+        uint32_t r = (uint32_t)(d_mix64(key ^ (index0 + i)) >> 40);
+        y[i] = __fmul_rn(x[i], r >= keep_from ? scale : 0.0f);
+    }
+}
+
 __global__ static void k_add(size_t n, float *__restrict__ acc, const float *__restrict__ x)
 {
     GRID_STRIDE(i, n)
@@ -220,6 +257,34 @@ void cdp_cuda_relu_bwd(size_t n, const float *y, float *dy)
         return;
     k_relu_bwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y, dy);
     CDP_CUDA_LAUNCHED("k_relu_bwd");
+}
+
+void cdp_cuda_relu6_fwd(size_t n, float *y)
+{
+    if (!n)
+        return;
+    k_relu6_fwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y);
+    CDP_CUDA_LAUNCHED("k_relu6_fwd");
+}
+
+void cdp_cuda_relu6_bwd(size_t n, const float *y, float *dy)
+{
+    if (!n)
+        return;
+    k_relu6_bwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, y, dy);
+    CDP_CUDA_LAUNCHED("k_relu6_bwd");
+}
+
+void cdp_cuda_dropout(size_t n, uint64_t seed, uint64_t stream, uint64_t index0,
+                      uint32_t keep_from, float scale, const float *x, float *y)
+{
+    if (!n)
+        return;
+    /* cdp_rand_u64's first two rounds, once on the host */
+    const uint64_t key = cdp_mix64(cdp_mix64(seed) ^ stream);
+    k_dropout<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, key, index0, keep_from,
+                                                                  scale, x, y);
+    CDP_CUDA_LAUNCHED("k_dropout");
 }
 
 void cdp_cuda_add(size_t n, float *acc, const float *x)

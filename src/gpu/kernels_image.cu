@@ -35,7 +35,9 @@
  *     added.  db: per channel, in double, one block, fixed tree, rounded
  *     once.
  * Where cuDNN takes the shape (conv_cudnn.cu: built with it, CDP_CUDNN not
- * 0), the three passes run there instead; db stays here.
+ * 0), the three passes run there instead; db stays here.  Grouped shapes
+ * (groups > 1) that cuDNN does not run go to conv_grouped.cu, never to
+ * im2col.
  * BatchNorm: each channel's n = B*HW values cut into S slices (S from n
  * alone), one block a (slice, channel): thread-strided partial sums in
  * double, a fixed tree within the block, then the S slice sums in a fixed
@@ -105,7 +107,7 @@ static conv_plan conv_plan_make(const cdp_conv_shape *s)
 size_t cdp_cuda_conv2d_ws_floats(const cdp_conv_shape *s)
 {
     size_t c = cdp_cuda_cudnn_ws_floats(s);
-    if (c)
+    if (c || cdp_conv_groups(s) > 1)   /* conv_grouped.cu needs none */
         return c;
     conv_plan p = conv_plan_make(s);
     return p.col + p.tmp + p.dwt;
@@ -239,6 +241,10 @@ void cdp_cuda_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w
     }
     if (p.K <= 0 || cdp_cuda_cudnn_fwd(s, x, w, b != nullptr, y, ws))
         return;
+    if (cdp_conv_groups(s) > 1) {
+        cdp_cuda_conv2d_grouped_fwd(s, x, w, b, y);
+        return;
+    }
     const float one = 1.0f, beta = b ? 1.0f : 0.0f;
     const long long sx = (long long)p.K * p.P, sy = (long long)Cout * p.P;
     for (int b0 = 0; b0 < s->B; b0 += p.G) {
@@ -265,7 +271,7 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
     const int Cout = s->Cout;
     if (Cout <= 0)
         return;
-    const size_t nw = (size_t)Cout * (size_t)(p.K > 0 ? p.K : 0);
+    const size_t nw = cdp_conv_weight_count(s);
     if (s->B <= 0 || p.P <= 0 || p.K <= 0) {
         /* nothing flows: zero gradients (unchanged with accumulate) */
         if (!accumulate) {
@@ -289,6 +295,10 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
     }
     if (cdp_cuda_cudnn_bwd(s, x, w, dy, dx, dw, accumulate, ws))
         return;
+    if (cdp_conv_groups(s) > 1) {
+        cdp_cuda_conv2d_grouped_bwd(s, x, w, dy, dx, dw, accumulate);
+        return;
+    }
     float *col = ws, *tmp = ws + p.col, *dwt = tmp + p.tmp;
     float *dwd = accumulate ? dwt : dw;
     const float one = 1.0f, zero = 0.0f;

@@ -55,7 +55,7 @@ typedef struct cdp_model_family {
 } cdp_model_family;
 
 extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit,
-    cdp_family_defined;
+    cdp_family_mobile, cdp_family_defined;
 
 /* The family that builds spec (a preset's name or its free form), or NULL. */
 const cdp_model_family *cdp_model_family_of(const char *spec);

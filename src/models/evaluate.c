@@ -46,7 +46,7 @@ void cdp_model_evaluate(const cdp_backend *be, const cdp_model *m, const float *
         const float *in = x;
         for (int l = 0; l < L; l++) {
             cdp_stage_fwd(be, m, l, rows, params + m->stage_off[l], in, act[l],
-                          l == L - 1 ? lab : NULL, stats, ws, 0);
+                          l == L - 1 ? lab : NULL, stats, ws, 0, NULL);
             in = cdp_stage_output(m, l, rows, act[l]);
         }
     }

@@ -171,10 +171,13 @@ double cdp_stage_flops(const cdp_model *m, int l, int B);
  * stage the loss is computed too: the logits are replaced by dLoss/dlogits
  * and stats (backend memory, 2 doubles) accumulate loss sum and correct
  * count.  train = 0: evaluation (BatchNorm uses its running statistics).
- * ws: cdp_model_ws_floats floats. */
+ * ws: cdp_model_ws_floats floats.  ctx: where a training call stands (the
+ * step and the micro-batch, for the layers that draw random numbers);
+ * NULL: seed 0, step 0, first sample 0 (evaluation draws nothing). */
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
-                   const int32_t *labels, double *stats, float *ws, int train);
+                   const int32_t *labels, double *stats, float *ws, int train,
+                   const cdp_layer_ctx *ctx);
 /* Whether stage l's backward reads act at all.  When it does not, the
  * stage's output is needed only as the next stage's input, and can go as
  * soon as the next stage's backward is done. */
@@ -194,10 +197,11 @@ int cdp_model_accumulate_exact(const cdp_backend *be, const cdp_model *m, int B)
  * starts from dout as it is: cdp_stage_bwd_reads_act).  act may be
  * clobbered.  accumulate: the head is added to grad and the worker's slot
  * written (the rest of the tail left alone); else the whole of grad is
- * written (other slots zero). */
+ * written (other slots zero).  ctx: the forward's (cdp_stage_fwd). */
 void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int worker,
                    const float *stage_params, const float *x, float *act,
-                   const float *dout, float *dx, float *grad, float *ws, int accumulate);
+                   const float *dout, float *dx, float *grad, float *ws, int accumulate,
+                   const cdp_layer_ctx *ctx);
 
 /* The update of stage l (doc/reference.md sections 3.3, 3.5): the optimizer
  * step st (SGD or AdamW, cdp_optim_step_at) of the trainable head of

@@ -10,6 +10,7 @@ static const cdp_model_family *const families[] = {
     &cdp_family_mlp,
     &cdp_family_resnet,
     &cdp_family_vit,
+    &cdp_family_mobile,
     &cdp_family_defined,   /* the program's own (cdp_model_define), after cdp's */
 };
 #define NFAMILIES (sizeof families / sizeof *families)

@@ -70,6 +70,11 @@ int cdp_stage_skips_bwd(const cdp_model *m, int l, int j)
 
 static float *param_ptr(const float *p, size_t off) { return (float *)p + off; }
 
+/* the context of a caller that gives none */
+static const cdp_layer_ctx no_ctx;
+
+static const cdp_layer_ctx *ctx_or_none(const cdp_layer_ctx *ctx) { return ctx ? ctx : &no_ctx; }
+
 /* the saved area and statistics of layer ly inside act */
 static float *save_ptr(const cdp_model *m, int l, const cdp_layer *ly, float *act, int B)
 {
@@ -116,7 +121,8 @@ static float *conv_ws(const cdp_model *m, float *ws, int B)
 
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
                    const float *stage_params, const float *x, float *act,
-                   const int32_t *labels, double *stats, float *ws, int train)
+                   const int32_t *labels, double *stats, float *ws, int train,
+                   const cdp_layer_ctx *ctx)
 {
     const cdp_stage_plan *P = &m->plan[l];
     double *st = stats_base(m, l, act, B);
@@ -140,6 +146,8 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.x2 = ly->in2 >= 0 ? fwd_ptr(m, l, ly->in2, x, act, ws, B) : NULL;
         io.y = fwd_ptr(m, l, ly->out, x, act, ws, B);
         io.ws = conv_ws(m, ws, B);
+        io.ctx = ctx_or_none(ctx);
+        io.layer_index = j;
         double t0 = cdp_layer_times_begin(lt, be);
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
         cdp_layer_times_end(lt, be, j, 0, t0);
@@ -201,6 +209,7 @@ typedef struct bwd_run {
     float *act, *grad, *ws;
     const float *dout;
     float *dx;
+    const cdp_layer_ctx *ctx;
 } bwd_run;
 
 /* The backward of stage l; r == NULL: a dry run that only assigns buffers.
@@ -233,7 +242,7 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
         const int ro = root(m, ly->out);
         if (ops->storage == CDP_STORAGE_IN_PLACE) {   /* in place on its gradient */
             if (r) {
-                cdp_layer_io io = { .be = r->be, .B = B };
+                cdp_layer_io io = { .be = r->be, .B = B, .ctx = r->ctx, .layer_index = j };
                 io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
                 io.dx = GP(ro);
                 double t0 = cdp_layer_times_begin(m->times, r->be);
@@ -283,6 +292,8 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             io.dx2 = dxs[1];
             io.accumulate = r->accumulate;
             io.ws = conv_ws(m, r->ws, B);
+            io.ctx = r->ctx;
+            io.layer_index = j;
             if (ops->fuses_relu && io.dx) {
                 /* the ReLU whose output this layer reads, fused into its dx */
                 int p = m->nodes[ly->in].producer;
@@ -383,10 +394,12 @@ size_t cdp_stage_layout_tensors(cdp_model *m, int l)
 
 void cdp_stage_bwd(const cdp_backend *be, const cdp_model *m, int l, int B, int worker,
                    const float *stage_params, const float *x, float *act,
-                   const float *dout, float *dx, float *grad, float *ws, int accumulate)
+                   const float *dout, float *dx, float *grad, float *ws, int accumulate,
+                   const cdp_layer_ctx *ctx)
 {
     const cdp_stage_plan *P = &m->plan[l];
-    bwd_run r = { be, B, worker, accumulate, stage_params, x, act, grad, ws, dout, dx };
+    bwd_run r = { be, B, worker, accumulate, stage_params, x, act, grad, ws, dout, dx,
+                  ctx_or_none(ctx) };
     bwd_walk(m, l, &r);
     if (!P->slot_doubles)
         return;

@@ -1,4 +1,5 @@
-/* Conv2d (nn.Conv2d, square kernel, zero padding, optional bias). */
+/* Conv2d (nn.Conv2d, square kernel, zero padding, optional bias, groups:
+ * grouped and depthwise convolutions). */
 #include <math.h>
 #include <stdio.h>
 #include "layers.h"
@@ -6,11 +7,23 @@
 static cdp_conv_shape conv_shape(const cdp_layer *ly, int B)
 {
     return (cdp_conv_shape){ B, ly->xs.c, ly->xs.h, ly->xs.w, ly->ys.c, ly->k, ly->k,
-                             ly->stride, ly->pad, ly->ys.h, ly->ys.w };
+                             ly->stride, ly->pad, ly->ys.h, ly->ys.w, ly->groups };
+}
+
+/* the input channels each output channel reads */
+static int in_per_group(const cdp_layer *ly)
+{
+    return ly->xs.c / (ly->groups > 1 ? ly->groups : 1);
 }
 
 static int shape(cdp_layer *ly, char *err, size_t errlen)
 {
+    const int G = ly->groups > 1 ? ly->groups : 1;
+    if (ly->groups < 0 || ly->xs.c % G || ly->ys.c % G) {
+        snprintf(err, errlen, "%s: %d groups do not divide its %d input and %d output channels",
+                 ly->name, ly->groups, ly->xs.c, ly->ys.c);
+        return -1;
+    }
     int oh = (ly->xs.h + 2 * ly->pad - ly->k) / ly->stride + 1;
     int ow = (ly->xs.w + 2 * ly->pad - ly->k) / ly->stride + 1;
     if (ly->xs.h + 2 * ly->pad < ly->k || ly->xs.w + 2 * ly->pad < ly->k || oh < 1 || ow < 1) {
@@ -26,10 +39,12 @@ static int shape(cdp_layer *ly, char *err, size_t errlen)
 
 /* torchvision's ResNets: kaiming_normal_(mode="fan_out", relu), std =
  * sqrt(2 / (out * k * k)); a bias (which they never have) as nn.Conv2d's,
- * uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)] */
+ * uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)].  With groups the weight is
+ * [out, in/groups, k, k] and fan_in = in/groups * k * k (PyTorch's fans
+ * are the weight tensor's: fan_out stays out * k * k). */
 static int params(const cdp_layer *ly, cdp_param_desc *d)
 {
-    const int o = ly->ys.c, i = ly->xs.c, k = ly->k;
+    const int o = ly->ys.c, i = in_per_group(ly), k = ly->k;
     if (ly->init == CDP_INIT_STYLE_PATCH) {   /* ViT's conv_proj */
         d[0] = (cdp_param_desc){ "weight", CDP_TENSOR_PARAM, 4, { o, i, k, k },
                                  CDP_INIT_TRUNC_NORMAL, sqrtf(1.0f / (float)(i * k * k)) };
@@ -47,7 +62,7 @@ static int params(const cdp_layer *ly, cdp_param_desc *d)
 
 static size_t wsize(const cdp_layer *ly)
 {
-    return (size_t)ly->ys.c * ly->xs.c * ly->k * ly->k;
+    return (size_t)ly->ys.c * in_per_group(ly) * ly->k * ly->k;
 }
 
 static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
@@ -66,7 +81,8 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 
 static double flops(const cdp_layer *ly, int B, int need_dx)
 {
-    double mm = 2.0 * B * (double)ly->ys.c * ly->ys.h * ly->ys.w * (double)ly->xs.c * ly->k * ly->k;
+    double mm = 2.0 * B * (double)ly->ys.c * ly->ys.h * ly->ys.w * (double)in_per_group(ly) *
+                ly->k * ly->k;
     return mm * (need_dx ? 3.0 : 2.0);
 }
 

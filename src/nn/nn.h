@@ -65,12 +65,15 @@ typedef struct cdp_layer {
     cdp_shape xs, ys;     /* input and output shape of one sample */
     int k, stride, pad;   /* conv2d, maxpool2d: square kernel */
     int bias;             /* conv2d: has a bias */
+    int groups;           /* conv2d: nn.Conv2d's groups (0 or 1: none; the channels
+                           * of the input: depthwise) */
     float eps, momentum;  /* batchnorm2d; eps: layernorm */
     int tokens;           /* linear: applied to each token, the last dim of [T, 1, D]
                            * (else to the flattened sample) */
     int heads;            /* attention */
     cdp_init_style init;  /* linear, conv2d: whose initialisation */
     int fuse_relu;        /* linear followed by an in-place relu: one kernel */
+    double drop_p;        /* dropout: the probability of zeroing an element, in [0, 1] */
     /* set by the model: offsets in floats inside the stage's parameter
      * region (weight first, then bias; gamma then beta), of the buffers
      * (running mean, running var), of the saved area inside the stage's
@@ -89,6 +92,18 @@ typedef struct cdp_param_desc {
     float a;
 } cdp_param_desc;
 
+/* Where a training forward or backward call stands, for the layers that
+ * draw random numbers (dropout).  A layer's draws are a function of these,
+ * of its index in the model (cdp_layer_io.layer_index) and of the element
+ * alone: never of the rank, the worker's place in the schedule, the cut
+ * into stages or the threads, so every rank count and the serial reference
+ * draw the same numbers. */
+typedef struct cdp_layer_ctx {
+    uint64_t seed;        /* the run's seed (--seed) */
+    int64_t step;         /* the optimizer step, from 0 */
+    int64_t sample0;      /* the micro-batch's first sample within the step (worker i: i * B) */
+} cdp_layer_ctx;
+
 /* Everything a forward or backward call gets.  p: the layer's trainable
  * parameters (weight, then bias), bufs: its buffers, g: the gradient of p
  * (same layout), save: its saved area, stats: its slot of statistics. */
@@ -106,6 +121,8 @@ typedef struct cdp_layer_io {
     int relu_dx;          /* backward: mask dx by x > 0 (x is a ReLU's output) */
     int accumulate;       /* backward: add the parameter gradient into g */
     float *ws;            /* scratch: the layer's ws_floats */
+    const cdp_layer_ctx *ctx;  /* where the call stands (only a layer that draws reads it) */
+    int layer_index;      /* the layer's index in the model's layer list */
 } cdp_layer_io;
 
 /* Where a layer's output lives. */

@@ -21,7 +21,9 @@
  * token's gradient) to 1e-5 (double where the CPU adds floats in order);
  * the tokens, add_rows and copy_rows bit for bit.  The kernels ran on an
  * H200 on 2026-11-26; the parallel softmax, LayerNorm and column sums
- * (reduce.cuh) were written after that, without a GPU. */
+ * (reduce.cuh) were written after that, without a GPU, and so were the
+ * checks of ReLU6 and dropout (bit for bit) and of grouped convolution
+ * (the direct path bit for bit, cuDNN's to rounding). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -331,6 +333,60 @@ START_TEST(test_elementwise)
 
         gpu->free(gy); gpu->free(gdy); cpu->free(cy); cpu->free(cdy);
         free(y); free(dy);
+    }
+}
+END_TEST
+
+/* n floats of gpu memory g and of cpu memory c hold the same bits */
+static void expect_cpu_bits(const char *what, size_t n, const float *g, const float *c)
+{
+    float *a = get(gpu, g, n * 4), *b = get(cpu, c, n * 4);
+    ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s n=%zu differs from cpu", what, n);
+    free(a);
+    free(b);
+}
+
+/* ReLU6 bit for bit, over values that reach both ends (0 and 6 exactly) */
+START_TEST(test_relu6)
+{
+    const size_t sizes[] = {1, 31, 1000003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *y = rand_floats(n, -3.0f, 9.0f), *dy = rand_floats(n, -1.0f, 1.0f);
+        for (size_t i = 0; i < n; i += 7)
+            y[i] = (i / 7) % 2 ? 6.0f : 0.0f;
+        float *gy = put(gpu, y, n * 4), *gdy = put(gpu, dy, n * 4);
+        float *cy = put(cpu, y, n * 4), *cdy = put(cpu, dy, n * 4);
+        gpu->relu6_fwd(n, gy);
+        cpu->relu6_fwd(n, cy);
+        gpu->relu6_bwd(n, gy, gdy);
+        cpu->relu6_bwd(n, cy, cdy);
+        expect_cpu_bits("relu6_fwd", n, gy, cy);
+        expect_cpu_bits("relu6_bwd", n, gdy, cdy);
+        gpu->free(gy); gpu->free(gdy); cpu->free(cy); cpu->free(cdy);
+        free(y); free(dy);
+    }
+}
+END_TEST
+
+/* dropout's draws bit for bit (its index0 past 2^32, and in place) */
+START_TEST(test_dropout)
+{
+    const size_t sizes[] = {1, 31, 1000003};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        float *x = rand_floats(n, -1.0f, 1.0f);
+        float *gx = put(gpu, x, n * 4), *gy = put(gpu, NULL, n * 4);
+        float *cx = put(cpu, x, n * 4), *cy = put(cpu, NULL, n * 4);
+        const uint64_t index0 = ((uint64_t)5 << 32) + 17 * s;
+        gpu->dropout(n, 42, 0x1234567890abcdefULL, index0, 5033165, 1.4285715f, gx, gy);
+        cpu->dropout(n, 42, 0x1234567890abcdefULL, index0, 5033165, 1.4285715f, cx, cy);
+        gpu->dropout(n, 43, 99, 0, 8388608, 2.0f, gx, gx);
+        cpu->dropout(n, 43, 99, 0, 8388608, 2.0f, cx, cx);
+        expect_cpu_bits("dropout", n, gy, cy);
+        expect_cpu_bits("dropout in place", n, gx, cx);
+        gpu->free(gx); gpu->free(gy); cpu->free(cx); cpu->free(cy);
+        free(x);
     }
 }
 END_TEST
@@ -699,7 +755,7 @@ static const int cshapes[][8] = { /* B, Cin, H, W, Cout, k, stride, pad */
 static cdp_conv_shape conv_shape_of(int i)
 {
     const int *c = cshapes[i];
-    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0};
+    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0, 1};
     s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
     s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
     return s;
@@ -726,7 +782,7 @@ extern const int cdp_cuda_have_cudnn __attribute__((weak));
 static void check_conv2d(const cdp_conv_shape s, const char *path)
 {
     const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
-    const size_t nw = (size_t)s.Cout * s.Cin * s.KH * s.KW, nb = (size_t)s.Cout;
+    const size_t nw = cdp_conv_weight_count(&s), nb = (size_t)s.Cout;
     float *x = rand_floats(nx, -1.0f, 1.0f), *w = rand_floats(nw, -0.5f, 0.5f);
     float *b = rand_floats(nb, -0.5f, 0.5f), *dy = rand_floats(ny, -1.0f, 1.0f);
     float *acc = rand_floats(nw + nb, -0.5f, 0.5f);
@@ -820,6 +876,63 @@ START_TEST(test_conv2d)
     if (cdp_cuda_have_cudnn) {
         cdp_cuda_conv_cudnn = 1;
         check_conv2d(s, "cuDNN");
+    }
+    cdp_cuda_conv_cudnn = -1;   /* back to CDP_CUDNN's choice */
+}
+END_TEST
+
+/* grouped and depthwise: B, Cin, H, W, Cout, k, stride, pad, groups */
+static const int gshapes[][9] = {
+    {2, 16, 8, 8, 16, 3, 1, 1, 16}, {3, 6, 9, 7, 6, 3, 2, 1, 6}, {2, 8, 6, 6, 16, 3, 1, 1, 8},
+    {2, 12, 7, 7, 24, 3, 1, 1, 4},  {4, 32, 4, 4, 64, 1, 1, 0, 2}, {1, 9, 11, 5, 6, 5, 2, 2, 3},
+    {16, 96, 28, 28, 96, 3, 1, 1, 96},   /* MobileNetV2's depthwise size */
+};
+#define NGSHAPES ((int)(sizeof gshapes / sizeof gshapes[0]))
+
+/* conv2d with groups: on the direct path (conv_grouped.cu) the CPU's bits
+ * for y, dx and dw, and on both paths check_conv2d's comparisons */
+START_TEST(test_conv2d_grouped)
+{
+    const int *c = gshapes[_i];
+    cdp_conv_shape s = {c[0], c[1], c[2], c[3], c[4], c[5], c[5], c[6], c[7], 0, 0, c[8]};
+    s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
+    s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
+    ck_assert_msg(&cdp_cuda_conv_cudnn != NULL && &cdp_cuda_have_cudnn != NULL,
+                  "the CUDA backend's conv path switch is missing");
+    cdp_cuda_conv_cudnn = 0;
+    check_conv2d(s, "grouped direct");
+    const size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
+    const size_t nw = cdp_conv_weight_count(&s);
+    float *x = rand_floats(nx, -1.0f, 1.0f), *w = rand_floats(nw, -0.5f, 0.5f);
+    float *b = rand_floats((size_t)s.Cout, -0.5f, 0.5f), *dy = rand_floats(ny, -1.0f, 1.0f);
+    const cdp_backend *be[2] = {gpu, cpu};
+    float *out[2][3];
+    for (int k = 0; k < 2; k++) {
+        /* on backend k: the inputs, then y and the gradients */
+        float *xk = put(be[k], x, nx * 4), *wk = put(be[k], w, nw * 4);
+        float *bk = put(be[k], b, (size_t)s.Cout * 4), *dyk = put(be[k], dy, ny * 4);
+        float *yk = put(be[k], NULL, ny * 4), *dxk = put(be[k], NULL, nx * 4);
+        float *dwk = put(be[k], NULL, nw * 4), *dbk = put(be[k], NULL, (size_t)s.Cout * 4);
+        float *ws = conv_ws(be[k], &s);
+        be[k]->conv2d_fwd(&s, xk, wk, bk, yk, ws);
+        be[k]->conv2d_bwd(&s, xk, wk, dyk, dxk, dwk, dbk, 0, ws);
+        out[k][0] = fetch(be[k], yk, ny);
+        out[k][1] = fetch(be[k], dxk, nx);
+        out[k][2] = fetch(be[k], dwk, nw);
+        void *all[] = {xk, wk, bk, dyk, yk, dxk, dwk, dbk, ws};
+        for (size_t q = 0; q < sizeof all / sizeof *all; q++)
+            be[k]->free(all[q]);
+    }
+    ck_assert_msg(memcmp(out[0][0], out[1][0], ny * 4) == 0, "grouped direct y: not the CPU's bits");
+    ck_assert_msg(memcmp(out[0][1], out[1][1], nx * 4) == 0, "grouped direct dx: not the CPU's bits");
+    ck_assert_msg(memcmp(out[0][2], out[1][2], nw * 4) == 0, "grouped direct dw: not the CPU's bits");
+    for (int k = 0; k < 2; k++)
+        for (int q = 0; q < 3; q++)
+            free(out[k][q]);
+    free(x); free(w); free(b); free(dy);
+    if (cdp_cuda_have_cudnn) {
+        cdp_cuda_conv_cudnn = 1;
+        check_conv2d(s, "cuDNN grouped");
     }
     cdp_cuda_conv_cudnn = -1;   /* back to CDP_CUDNN's choice */
 }
@@ -1463,6 +1576,8 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(t, test_linear_bwd, 0, NSHAPES);
     tcase_add_loop_test(t, test_linear_fused, 0, NSHAPES);
     tcase_add_test(t, test_elementwise);
+    tcase_add_test(t, test_relu6);
+    tcase_add_test(t, test_dropout);
     tcase_add_test(t, test_pixels);
     tcase_add_test(t, test_sgd);
     tcase_add_test(t, test_sgd_forms);
@@ -1471,6 +1586,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(t, test_xent_ties);
     tcase_add_test(t, test_training_steps);
     tcase_add_loop_test(t, test_conv2d, 0, NCSHAPES);
+    tcase_add_loop_test(t, test_conv2d_grouped, 0, NGSHAPES);
     tcase_add_loop_test(t, test_batchnorm, 0, NBSHAPES);
     tcase_add_test(t, test_bn_running);
     tcase_add_test(t, test_f64_pack);

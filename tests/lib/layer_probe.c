@@ -14,7 +14,7 @@
  * avgpool, linear, add, xent), "dims" (int32, per layer below) and the
  * layer's arrays, named as in PyTorch's layouts (NCHW, weights [out, in]):
  *
- *   conv2d      dims B Cin H W Cout KH KW stride pad bias; x w [b] dy
+ *   conv2d      dims B Cin H W Cout KH KW stride pad bias groups; x w [b] dy
  *               [dw0 [db0]] -> y dx dw [db] [dw_acc [db_acc]]
  *               (dw_acc: conv2d_bwd with accumulate onto dw0, db0)
  *   batchnorm2d dims B C H W N; eps momentum (float32, 1 each); x gamma
@@ -33,7 +33,8 @@
  *   add         dims n; a b dy -> y da db (add3; the add layer's backward)
  *   xent        dims B C; logits labels (int32) -> loss (float64, mean of
  *               the row losses) correct (float64) dlogits
- *   layernorm, gelu, attention, tokens: through the layer kinds of src/nn
+ *   layernorm, gelu, attention, tokens, relu6, dropout: through the layer
+ *               kinds of src/nn
  *               (run_ops and the comments above each)
  *
  * Exit status 0; 1 when a result is not finite (every request holds finite
@@ -184,16 +185,17 @@ static float *dup_f(const float *p, size_t n)
 
 static void run_conv2d(void)
 {
-    const int *d = dims(10);
+    const int *d = dims(11);
     cdp_conv_shape s = {.B = d[0], .Cin = d[1], .H = d[2], .W = d[3], .Cout = d[4],
-                        .KH = d[5], .KW = d[6], .stride = d[7], .pad = d[8]};
+                        .KH = d[5], .KW = d[6], .stride = d[7], .pad = d[8], .groups = d[10]};
     int bias = d[9];
-    if (s.stride < 1 || s.H + 2 * s.pad < s.KH || s.W + 2 * s.pad < s.KW)
+    if (s.stride < 1 || s.H + 2 * s.pad < s.KH || s.W + 2 * s.pad < s.KW || s.groups < 1 ||
+        s.Cin % s.groups || s.Cout % s.groups)
         die("bad conv2d shape%s", "");
     s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
     s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
     size_t nx = (size_t)s.B * s.Cin * s.H * s.W, ny = (size_t)s.B * s.Cout * s.OH * s.OW;
-    size_t nw = (size_t)s.Cout * s.Cin * s.KH * s.KW;
+    size_t nw = cdp_conv_weight_count(&s);
     const float *x = get("x", DT_F32, nx), *w = get("w", DT_F32, nw);
     const float *b = bias ? get("b", DT_F32, (size_t)s.Cout) : NULL;
     const float *dy = get("dy", DT_F32, ny);
@@ -365,6 +367,10 @@ static void run_xent(void)
     putf("dlogits", n, z);
 }
 
+/* the context and layer index run_ops gives the layer (dropout's draws) */
+static cdp_layer_ctx probe_ctx;
+static int probe_layer_index;
+
 /* A layer through its cdp_layer_ops (src/nn), as a stage runs it: forward
  * in training mode, then backward with accumulate 0.  params: the names of
  * the parameter records in layout order; the outputs are y, dx and "d" +
@@ -395,10 +401,17 @@ static void run_ops(cdp_layer *ly, int B, const char *const *params, int np)
     size_t wsn = ops->ws_floats ? ops->ws_floats(ly, be, B) : 0;
     const float *x = get("x", DT_F32, nx), *dy = get("dy", DT_F32, ny);
     float *y = xalloc(ny * sizeof(float)), *dx = xalloc(nx * sizeof(float));
-    cdp_layer_io io = {.be = be, .B = B, .p = P, .g = G, .x = x, .y = y, .dy = dy, .dx = dx};
+    cdp_layer_io io = {.be = be, .B = B, .p = P, .g = G, .x = x, .y = y, .dy = dy, .dx = dx,
+                       .ctx = &probe_ctx, .layer_index = probe_layer_index};
     io.save = xalloc(save * sizeof(float) + 4);
     io.ws = xalloc(wsn * sizeof(float) + 4);
+    /* in place: the output starts as the input, the input's gradient as
+     * the output's (as the model aliases them) */
+    if (ops->storage == CDP_STORAGE_IN_PLACE)
+        memcpy(y, x, nx * sizeof(float));
     ops->fwd(ly, &io, 1);
+    if (ops->storage == CDP_STORAGE_IN_PLACE)
+        memcpy(dx, dy, nx * sizeof(float));
     ops->bwd(ly, &io);
     putf("y", ny, y);
     putf("dx", nx, dx);
@@ -424,6 +437,25 @@ static void run_gelu(void)
 {
     cdp_layer ly = {.kind = CDP_LAYER_GELU, .xs = {dims(1)[0], 1, 1}};
     run_ops(&ly, 1, NULL, 0);
+}
+
+/* relu6       dims n; x dy -> y dx (in place, as the model runs it) */
+static void run_relu6(void)
+{
+    cdp_layer ly = {.kind = CDP_LAYER_RELU6, .xs = {dims(1)[0], 1, 1}};
+    run_ops(&ly, 1, NULL, 0);
+}
+
+/* dropout     dims B n layer seed step sample0; p (float64); x dy -> y dx
+ *             (training, with the draws of that context and layer index) */
+static void run_dropout(void)
+{
+    const int *d = dims(6);
+    cdp_layer ly = {.kind = CDP_LAYER_DROPOUT, .xs = {d[1], 1, 1}};
+    ly.drop_p = *(const double *)get("p", DT_F64, 1);
+    probe_ctx = (cdp_layer_ctx){ (uint64_t)d[3], d[4], d[5] };
+    probe_layer_index = d[2];
+    run_ops(&ly, d[0], NULL, 0);
 }
 
 /* attention   dims B T D H; x in_w in_b out_w out_b dy -> y dx din_w din_b
@@ -478,7 +510,7 @@ static const struct {
     void (*run)(void);
 } layers[] = {
     {"layernorm", run_layernorm}, {"gelu", run_gelu}, {"attention", run_attention},
-    {"tokens", run_tokens},
+    {"tokens", run_tokens},   {"relu6", run_relu6},  {"dropout", run_dropout},
     {"conv2d", run_conv2d},   {"batchnorm2d", run_batchnorm2d}, {"relu", run_relu},
     {"maxpool2d", run_maxpool2d}, {"avgpool", run_avgpool},     {"linear", run_linear},
     {"add", run_add},         {"xent", run_xent},

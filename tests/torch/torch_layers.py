@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Per-layer forward/backward parity of cdp's CPU kernels with PyTorch.
 
-For every layer kind cdp's models are made of (conv2d, batchnorm2d in
-training and evaluation mode with its running statistics, relu, maxpool2d,
+For every layer kind cdp's models are made of (conv2d, with groups too, batchnorm2d in
+training and evaluation mode with its running statistics, relu, relu6,
+dropout (cdp's draws, computed here again, applied as PyTorch's), maxpool2d,
 global average pooling, linear with its fused relu and relu-masked dx,
 the residual add, softmax cross-entropy; layernorm, gelu, multi-head
 self-attention and the ViT's token path: class token, position embedding,
@@ -73,6 +74,9 @@ def write_request(path, layer, dims, arrays, floats=None):
     for name, t in arrays.items():
         if t is None:
             continue
+        if isinstance(t, np.ndarray) and t.dtype == np.float64:
+            parts.append(rec(name, DT_F64, t))
+            continue
         t = t.detach().cpu().contiguous()
         if t.dtype in (torch.int32, torch.int64):
             parts.append(rec(name, DT_I32, t.numpy().astype(np.int32)))
@@ -122,9 +126,9 @@ def leaf(t):
     return t.clone().requires_grad_(True)
 
 
-def conv_case(seed, B, Cin, H, W, Cout, k, stride, pad, bias, acc=False):
+def conv_case(seed, B, Cin, H, W, Cout, k, stride, pad, bias, acc=False, groups=1):
     g = Gen(seed)
-    m = nn.Conv2d(Cin, Cout, k, stride=stride, padding=pad, bias=bias)
+    m = nn.Conv2d(Cin, Cout, k, stride=stride, padding=pad, bias=bias, groups=groups)
     with torch.no_grad():
         m.weight.copy_(g.randn(*m.weight.shape, scale=0.3))
         if bias:
@@ -146,9 +150,10 @@ def conv_case(seed, B, Cin, H, W, Cout, k, stride, pad, bias, acc=False):
             arrays["db0"] = db0
             exp["db_acc"] = (db0 + m.bias.grad, "bwd")
     label = (f"{k}x{k}/{stride} pad {pad} {'bias' if bias else 'no bias'} "
-             f"x[{B},{Cin},{H},{W}] -> {Cout}{' +acc' if acc else ''}")
+             f"x[{B},{Cin},{H},{W}] -> {Cout}{f' groups {groups}' if groups > 1 else ''}"
+             f"{' +acc' if acc else ''}")
     return ("conv2d", label, "conv2d",
-            [B, Cin, H, W, Cout, k, k, stride, pad, int(bias)], None, arrays, exp)
+            [B, Cin, H, W, Cout, k, k, stride, pad, int(bias), groups], None, arrays, exp)
 
 
 def bn_case(seed, B, C, H, W, N, eps=1e-5, momentum=0.1, shift=0.0, scale=1.0):
@@ -207,6 +212,67 @@ def relu_case(seed, n):
     dy = g.randn(n)
     y.backward(dy)
     return ("relu", f"n {n} (with +-0 inputs)", "relu", [n], None, {"x": x, "dy": dy},
+            {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
+
+
+def relu6_case(seed, n):
+    """values at and around both kinks (0 and 6, where the gradient is 0)"""
+    g = Gen(seed)
+    x = g.randn(n, scale=4.0, shift=3.0)
+    x[::5] = 0.0
+    x[1::5] = 6.0
+    x[2::9] = -0.0
+    x = leaf(x)
+    y = nn.ReLU6()(x)
+    dy = g.randn(n)
+    y.backward(dy)
+    return ("relu6", f"n {n} (with 0, -0 and 6 inputs)", "relu6", [n], None,
+            {"x": x, "dy": dy}, {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
+
+
+# cdp's counter-based draws (cdp/rng.h), written again here from
+# doc/reference.md: SplitMix64's finaliser, three rounds
+_U64 = np.uint64
+
+
+def mix64(x):
+    with np.errstate(over="ignore"):
+        x = x + _U64(0x9e3779b97f4a7c15)
+        x = (x ^ (x >> _U64(30))) * _U64(0xbf58476d1ce4e5b9)
+        x = (x ^ (x >> _U64(27))) * _U64(0x94d049bb133111eb)
+        return x ^ (x >> _U64(31))
+
+
+def rand_u64(seed, stream, index):
+    return mix64(mix64(mix64(_U64(seed)) ^ _U64(stream)) ^ np.asarray(index, dtype=np.uint64))
+
+
+STREAM_DROPOUT = 0x6364702d64726f70  # "cdp-drop"
+
+
+def dropout_case(seed, B, n, p, layer, rseed, step, sample0):
+    """cdp's mask (its draws computed here from the formula), applied as
+    PyTorch's dropout applies its own: y = x * noise, noise =
+    bernoulli(1 - p).div_(1 - p), dx = dy * noise"""
+    g = Gen(seed)
+    x = leaf(g.randn(B, n))
+    stream = rand_u64(STREAM_DROPOUT, step, layer)
+    idx = (np.arange(B, dtype=np.uint64)[:, None] + _U64(sample0)) * _U64(n) + \
+        np.arange(n, dtype=np.uint64)[None, :]
+    u = (rand_u64(rseed, stream, idx) >> _U64(40)).astype(np.float64) / 16777216.0
+    keep = torch.from_numpy(u >= p)
+    y = x * keep.float().div_(1 - p)
+    dy = g.randn(B, n)
+    y.backward(dy)
+    # the formula is PyTorch's: its own dropout scales what it keeps the same way
+    t = g.randn(4096)
+    td = F.dropout(t, p, training=True)
+    kept = td != 0
+    if not torch.equal(td[kept], t[kept] * torch.ones(1).div_(1 - p)):
+        raise AssertionError(f"F.dropout(p={p}) does not scale by 1 / (1 - p) in float")
+    return ("dropout", f"[{B},{n}] p {p:g} layer {layer} seed {rseed} step {step} "
+            f"sample0 {sample0}", "dropout", [B, n, layer, rseed, step, sample0], None,
+            {"x": x, "dy": dy, "p": np.array([p], np.float64)},
             {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
 
 
@@ -421,6 +487,23 @@ def all_cases():
     for args in [(2, 8, 2, 3), (3, 16, 7, 7)]:
         s += 1
         c.append(tokens_case(s, *args))
+    for n in (1, 45, 3000):
+        s += 1
+        c.append(relu6_case(s, n))
+    # grouped and depthwise (MobileNet's 3x3 depthwise, its stride 2, a
+    # channel multiplier of 2, groups of several channels, 1x1 groups)
+    for args in [(2, 16, 8, 8, 16, 3, 1, 1, False, True, 16),
+                 (3, 6, 9, 7, 6, 3, 2, 1, True, False, 6),
+                 (2, 8, 6, 6, 16, 3, 1, 1, False, True, 8),
+                 (2, 12, 7, 7, 24, 3, 1, 1, True, True, 4),
+                 (4, 32, 4, 4, 64, 1, 1, 0, False, False, 2),
+                 (1, 9, 11, 5, 6, 5, 2, 2, True, False, 3)]:
+        s += 1
+        c.append(conv_case(s, *args[:10], groups=args[10]))
+    for args in [(2, 50, 0.5, 0, 1, 0, 0), (3, 700, 0.2, 4, 7, 12, 9),
+                 (1, 33, 0.29623987940996116, 2, 123456, 3, 5), (4, 64, 0.9, 9, 2, 1000, 40)]:
+        s += 1
+        c.append(dropout_case(s, *args))
     return c
 
 
@@ -505,7 +588,7 @@ def compare(probe, tmp):
     # element of x for the forward, of dy for the backward).
     k0 = 0  # first conv2d case
     kind, label, _, dims, _, arrays, _ = cases[k0]
-    B, Cin, H, W, Cout, k, _, stride, pad, bias = dims
+    B, Cin, H, W, Cout, k, _, stride, pad, bias, _ = dims
     m = nn.Conv2d(Cin, Cout, k, stride=stride, padding=pad, bias=bool(bias))
     with torch.no_grad():
         m.weight.copy_(arrays["w"])

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Per-layer parity of the CPU backend's kernels with PyTorch: forward and
-# backward of conv2d, batchnorm2d (training, evaluation, running
-# statistics), relu, maxpool2d, global average pooling, linear (fused relu,
+# backward of conv2d (grouped and depthwise too), batchnorm2d (training, evaluation, running
+# statistics), relu, relu6, dropout, maxpool2d, global average pooling, linear (fused relu,
 # relu-masked dx, accumulate), the residual add and softmax cross-entropy,
 # on random inputs (tests/torch/torch_layers.py drives tests/lib/layer_probe).
 #

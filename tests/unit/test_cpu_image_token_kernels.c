@@ -50,6 +50,7 @@
 #include "../lib/check_util.h"
 #include "../../src/cpu/cpu_internal.h"   /* cdp_cpu_conv_direct*: the path switches */
 #include "../lib/ref_norm.h"
+#include "../lib/conv_ref.h"
 #include "../lib/check_run.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -117,7 +118,7 @@ static const int conv_shapes[][10] = {
 /* a row {B, Cin, H, W, Cout, KH, KW, stride, pad, ...} with its output size */
 static cdp_conv_shape shape_of_row(const int *v)
 {
-    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0};
+    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], 0, 0, 1};
     s.OH = (s.H + 2 * s.pad - s.KH) / s.stride + 1;
     s.OW = (s.W + 2 * s.pad - s.KW) / s.stride + 1;
     return s;
@@ -131,57 +132,6 @@ static cdp_conv_shape conv_shape(int i)
 static size_t nx_of(const cdp_conv_shape *s) { return (size_t)s->B * s->Cin * s->H * s->W; }
 static size_t ny_of(const cdp_conv_shape *s) { return (size_t)s->B * s->Cout * s->OH * s->OW; }
 static size_t nw_of(const cdp_conv_shape *s) { return (size_t)s->Cout * s->Cin * s->KH * s->KW; }
-
-/* direct convolution in double; b may be NULL */
-static void conv_ref_fwd(const cdp_conv_shape *s, const double *x, const double *w,
-                         const double *b, double *y)
-{
-    for (int n = 0; n < s->B; n++)
-        for (int co = 0; co < s->Cout; co++)
-            for (int oh = 0; oh < s->OH; oh++)
-                for (int ow = 0; ow < s->OW; ow++) {
-                    double acc = b ? b[co] : 0.0;
-                    for (int ci = 0; ci < s->Cin; ci++)
-                        for (int kh = 0; kh < s->KH; kh++)
-                            for (int kw = 0; kw < s->KW; kw++) {
-                                int ih = oh * s->stride - s->pad + kh;
-                                int iw = ow * s->stride - s->pad + kw;
-                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
-                                    continue;
-                                acc += x[(((size_t)n * s->Cin + ci) * s->H + ih) * s->W + iw]
-                                     * w[(((size_t)co * s->Cin + ci) * s->KH + kh) * s->KW + kw];
-                            }
-                    y[(((size_t)n * s->Cout + co) * s->OH + oh) * s->OW + ow] = acc;
-                }
-}
-
-/* its backward, by the chain rule on the same loops */
-static void conv_ref_bwd(const cdp_conv_shape *s, const double *x, const double *w,
-                         const double *dy, double *dx, double *dw, double *db)
-{
-    memset(dx, 0, nx_of(s) * sizeof *dx);
-    memset(dw, 0, nw_of(s) * sizeof *dw);
-    memset(db, 0, (size_t)s->Cout * sizeof *db);
-    for (int n = 0; n < s->B; n++)
-        for (int co = 0; co < s->Cout; co++)
-            for (int oh = 0; oh < s->OH; oh++)
-                for (int ow = 0; ow < s->OW; ow++) {
-                    double g = dy[(((size_t)n * s->Cout + co) * s->OH + oh) * s->OW + ow];
-                    db[co] += g;
-                    for (int ci = 0; ci < s->Cin; ci++)
-                        for (int kh = 0; kh < s->KH; kh++)
-                            for (int kw = 0; kw < s->KW; kw++) {
-                                int ih = oh * s->stride - s->pad + kh;
-                                int iw = ow * s->stride - s->pad + kw;
-                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
-                                    continue;
-                                size_t xi = (((size_t)n * s->Cin + ci) * s->H + ih) * s->W + iw;
-                                size_t wi = (((size_t)co * s->Cin + ci) * s->KH + kh) * s->KW + kw;
-                                dx[xi] += g * w[wi];
-                                dw[wi] += g * x[xi];
-                            }
-                }
-}
 
 /* L = sum(conv(x, w, b) * r) */
 static double conv_loss(const cdp_conv_shape *s, const double *x, const double *w,
@@ -461,7 +411,7 @@ static const int direct_shapes[][7] = {
 static cdp_conv_shape direct_shape(int i)
 {
     const int *v = direct_shapes[i];
-    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], 3, 3, 1, v[5], 0, 0};
+    cdp_conv_shape s = {v[0], v[1], v[2], v[3], v[4], 3, 3, 1, v[5], 0, 0, 1};
     s.OH = s.H + 2 * s.pad - 2;
     s.OW = s.W + 2 * s.pad - 2;
     ck_assert_msg(cdp_cpu_conv_direct_supported(&s), "direct shape %d not supported", i);
@@ -556,9 +506,9 @@ END_TEST
  * not measured, never (CDP_CONV_DIRECT=2 still forces it) */
 START_TEST(conv_direct_policy)
 {
-    cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28};
-    cdp_conv_shape r18l4 = {64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4};
-    cdp_conv_shape s2 = {8, 16, 28, 28, 32, 3, 3, 2, 1, 14, 14};
+    cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28, 1};
+    cdp_conv_shape r18l4 = {64, 512, 4, 4, 512, 3, 3, 1, 1, 4, 4, 1};
+    cdp_conv_shape s2 = {8, 16, 28, 28, 32, 3, 3, 2, 1, 14, 14, 1};
     int avx512 = 0;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(CDP_NO_AVX512)   /* as the kernels */
     avx512 = __builtin_cpu_supports("avx512f");
@@ -573,7 +523,7 @@ START_TEST(conv_direct_policy)
     }
     ck_assert(cdp_cpu_conv_direct_use(&r20, 0) && cdp_cpu_conv_direct_use(&r20, 1));
     ck_assert(!cdp_cpu_conv_direct_use(&r18l4, 0) && !cdp_cpu_conv_direct_use(&r18l4, 1));
-    cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28};
+    cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28, 1};
     ck_assert(cdp_cpu_conv_direct_use(&stem, 0) && !cdp_cpu_conv_direct_use(&stem, 1)
               && cdp_cpu_conv_direct_use(&stem, 2));
     ck_assert(!cdp_cpu_conv_direct_supported(&s2) && !cdp_cpu_conv_direct_use(&s2, 0));
@@ -681,7 +631,7 @@ static void dnnl_fill_cache(const cdp_backend *be, int first, int n)
 {
     static float x[4 * 200], w[9], y[4 * 200];
     for (int i = first; i < first + n; i++) {
-        cdp_conv_shape f = {1, 1, 4, 4 + i, 1, 3, 3, 1, 1, 4, 4 + i};
+        cdp_conv_shape f = {1, 1, 4, 4 + i, 1, 3, 3, 1, 1, 4, 4 + i, 1};
         ck_assert(4 * f.W <= 4 * 200);
         size_t nws = be->conv2d_ws_floats(&f);
         float *ws = fbuf(nws + 1);
@@ -701,7 +651,7 @@ START_TEST(conv_dnnl_cache_keeps_both_slot_sizes)
 {
     const cdp_backend *be = cpu_split(1, "2");
     cdp_cpu_conv_dnnl = 2;
-    cdp_conv_shape u5 = {5, 16, 6, 6, 16, 3, 3, 1, 1, 6, 6}, u4 = u5;
+    cdp_conv_shape u5 = {5, 16, 6, 6, 16, 3, 3, 1, 1, 6, 6, 1}, u4 = u5;
     u4.B = 4;
     ck_assert_int_eq(cdp_cpu_conv_slots(5), 2);
     struct conv_in in = conv_in_make(&u5, 1500), in4 = conv_in_make(&u4, 1501);
@@ -729,10 +679,10 @@ END_TEST
  * the 1x1 shortcuts; CDP_CONV_DNNL from the environment */
 START_TEST(conv_dnnl_policy)
 {
-    cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28};
-    cdp_conv_shape r18s2 = {64, 64, 32, 32, 128, 3, 3, 2, 1, 16, 16};
-    cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28};
-    cdp_conv_shape sc = {64, 64, 32, 32, 128, 1, 1, 2, 0, 16, 16};
+    cdp_conv_shape r20 = {128, 16, 28, 28, 16, 3, 3, 1, 1, 28, 28, 1};
+    cdp_conv_shape r18s2 = {64, 64, 32, 32, 128, 3, 3, 2, 1, 16, 16, 1};
+    cdp_conv_shape stem = {128, 1, 28, 28, 16, 3, 3, 1, 1, 28, 28, 1};
+    cdp_conv_shape sc = {64, 64, 32, 32, 128, 1, 1, 2, 0, 16, 16, 1};
     unsetenv("CDP_CONV_DNNL");
     cdp_backend_cpu(1);
     ck_assert_int_eq(cdp_cpu_conv_dnnl, 1);

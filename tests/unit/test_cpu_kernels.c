@@ -525,21 +525,21 @@ static void stage_chain_fd(const char *spec, int stages, int B)
     for (int l = 0; l < m.nstages; l++) {
         act[l] = fbuf(cdp_stage_act_floats(&m, l, B));
         dxs[l] = fbuf((size_t)B * cdp_stage_in(&m, l));
-        cdp_stage_fwd(be, &m, l, B, P + m.stage_off[l], in, act[l], lab, stats, ws, 1);
+        cdp_stage_fwd(be, &m, l, B, P + m.stage_off[l], in, act[l], lab, stats, ws, 1, NULL);
         in = cdp_stage_output(&m, l, B, act[l]);
     }
     for (int l = m.nstages - 1; l >= 0; l--) {
         const float *xin = l == 0 ? x : cdp_stage_output(&m, l - 1, B, act[l - 1]);
         const float *dout = l == m.nstages - 1 ? NULL : dxs[l + 1];
         cdp_stage_bwd(be, &m, l, B, 0, P + m.stage_off[l], xin, act[l], dout,
-                      l == 0 ? dx0 : dxs[l], G + m.stage_off[l], ws, 0);
+                      l == 0 ? dx0 : dxs[l], G + m.stage_off[l], ws, 0, NULL);
     }
     /* stage 0 again without dx: the same parameter gradient, bit for bit */
     {
         float *G2 = fbuf(m.stage_n[0]);
         double st2[2] = {0, 0};
-        cdp_stage_fwd(be, &m, 0, B, P, x, act[0], lab, st2, ws, 1);
-        cdp_stage_bwd(be, &m, 0, B, 0, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws, 0);
+        cdp_stage_fwd(be, &m, 0, B, P, x, act[0], lab, st2, ws, 1, NULL);
+        cdp_stage_bwd(be, &m, 0, B, 0, P, x, act[0], m.nstages > 1 ? dxs[1] : NULL, NULL, G2, ws, 0, NULL);
         ck_assert_msg(memcmp(G2, G, m.stage_n[0] * sizeof(float)) == 0,
                       "%s: stage 0 gradient changes when dx is NULL", spec);
         free(G2);

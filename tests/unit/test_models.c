@@ -140,7 +140,8 @@ END_TEST
 /* The table of models: unique names, every preset builds for the images it
  * is made for, and torchvision's count their parameters as torchvision does
  * (sum of numel over model.parameters(): torchvision's published counts;
- * for resnet18-cifar, the common CIFAR ResNet18's 11,173,962). */
+ * for resnet18-cifar, the common CIFAR ResNet18's 11,173,962; mobile-tiny's
+ * counted on the same network written with torch.nn). */
 START_TEST(model_registry)
 {
     static const struct {
@@ -150,6 +151,7 @@ START_TEST(model_registry)
         { "resnet18", 11689512 }, { "resnet34", 21797672 }, { "resnet50", 25557032 },
         { "resnet18-cifar", 11173962 }, { "vit-b16", 86567656 }, { "vit-b32", 88224232 },
         { "vit-l16", 304326632 },
+        { "mobile-tiny", 6858 },   /* its nn.Module, built in PyTorch */
     };
     cdp_model_entry e, f;
     int n = 0, presets = 0, checked = 0;
@@ -243,8 +245,8 @@ START_TEST(model_evaluate)
     double st[2] = {0, 0};
     float *a0 = fbuf(cdp_stage_act_floats(&m, 0, n)), *a1 = fbuf(cdp_stage_act_floats(&m, 1, n));
     float *ws = fbuf(cdp_model_ws_floats(be, &m, n));
-    cdp_stage_fwd(be, &m, 0, n, P + m.stage_off[0], x, a0, lab, st, ws, 0);
-    cdp_stage_fwd(be, &m, 1, n, P + m.stage_off[1], cdp_stage_output(&m, 0, n, a0), a1, lab, st, ws, 0);
+    cdp_stage_fwd(be, &m, 0, n, P + m.stage_off[0], x, a0, lab, st, ws, 0, NULL);
+    cdp_stage_fwd(be, &m, 1, n, P + m.stage_off[1], cdp_stage_output(&m, 0, n, a0), a1, lab, st, ws, 0, NULL);
     double ls, cr;
     cdp_model_evaluate(be, &m, P, px, lab, n, 1, NULL, 7, &ls, &cr);
     ck_assert_msg(fabs(ls - st[0]) <= 1e-6 * st[0], "%.9g vs %.9g", ls, st[0]);

@@ -821,7 +821,7 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
     double *dlog = dbuf(ny);
     const double f0 = ref_obj(&r, xd, dd, lab[0], dlog);
 
-    cdp_stage_fwd(be, &m, l, B, P, x[0], act, lab[0], lstats, ws, 1);
+    cdp_stage_fwd(be, &m, l, B, P, x[0], act, lab[0], lstats, ws, 1, NULL);
     /* every tensor's storage as the stage left it: the last node written
      * into each root (a ReLU's output over its input's) */
     for (int j = SP->first_layer; j < SP->end_layer; j++) {
@@ -861,7 +861,7 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
         G[0][k] = NAN;   /* everything must be written */
     for (size_t k = 0; k < nx; k++)
         dx[k] = NAN;
-    cdp_stage_bwd(be, &m, l, B, 0, P, x[0], act, last ? NULL : doutm[0], dx, G[0], ws, 0);
+    cdp_stage_bwd(be, &m, l, B, 0, P, x[0], act, last ? NULL : doutm[0], dx, G[0], ws, 0, NULL);
     for (size_t k = 0; k < sn; k++)
         REQUIRE(isfinite(G[0][k]), "%s stage %d: gradient[%zu] not written", c->spec, l, k);
     for (size_t k = 0; k < nx; k++)
@@ -985,7 +985,7 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
     const double t_fd = cdp_now_s();
 
     /* ---- worker 1: alone, then accumulated onto worker 0's gradient */
-    cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1);
+    cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1, NULL);
     {
         const float *o1 = cdp_stage_output(&m, l, B, act);
         for (size_t k = 0; k < ny; k++)
@@ -997,20 +997,20 @@ static void run_case(const block_case *c, const cdp_model *mp, float *Pall)
             bnin[1][j] = fbuf(n);
             memcpy(bnin[1][j], bn_input(&m, l, B, &m.layers[j], x[1], act), n * sizeof(float));
         }
-    cdp_stage_bwd(be, &m, l, B, 1, P, x[1], act, last ? NULL : doutm[1], NULL, G[1], ws, 0);
+    cdp_stage_bwd(be, &m, l, B, 1, P, x[1], act, last ? NULL : doutm[1], NULL, G[1], ws, 0, NULL);
     if (SP->slot_doubles) {
         check_slot(c, be, &m, l, G[1], 1, bnin[1]);
         for (size_t k = SP->train_n; k < SP->train_n + 3 * SP->slot_doubles; k++)
             REQUIRE(G[1][k] == 0.0f, "%s: worker 1 left slot 0 non-zero", c->spec);
     }
     /* the same gradient, bit for bit, when dx is wanted */
-    cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1);
-    cdp_stage_bwd(be, &m, l, B, 1, P, x[1], act, last ? NULL : doutm[1], dx, Gacc, ws, 0);
+    cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1, NULL);
+    cdp_stage_bwd(be, &m, l, B, 1, P, x[1], act, last ? NULL : doutm[1], dx, Gacc, ws, 0, NULL);
     REQUIRE(memcmp(Gacc, G[1], sn * sizeof(float)) == 0,
             "%s stage %d: the gradient changes when dx is NULL", c->spec, l);
     memcpy(Gacc, G[0], sn * sizeof(float));
-    cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1);
-    cdp_stage_bwd(be, &m, l, B, 1, P, x[1], act, last ? NULL : doutm[1], NULL, Gacc, ws, 1);
+    cdp_stage_fwd(be, &m, l, B, P, x[1], act, lab[1], lstats, ws, 1, NULL);
+    cdp_stage_bwd(be, &m, l, B, 1, P, x[1], act, last ? NULL : doutm[1], NULL, Gacc, ws, 1, NULL);
     {
         int has_linear = 0;
         for (int j = SP->first_layer; j < SP->end_layer; j++)
