@@ -75,12 +75,24 @@ int cdp_builder_linear(cdp_builder *b, const char *name, int in, int out_feature
  * kernel, zero padding. */
 int cdp_builder_conv2d(cdp_builder *b, const char *name, int in, int out_channels, int k,
                        int stride, int pad, int bias);
+/* torch.nn.Conv2d(C, out_channels, k, stride, pad, groups=groups,
+ * bias=bias != 0): C and out_channels divisible by groups; groups = C =
+ * out_channels is a depthwise convolution.  Weight [out, C/groups, k, k]. */
+int cdp_builder_grouped_conv2d(cdp_builder *b, const char *name, int in, int out_channels, int k,
+                               int stride, int pad, int groups, int bias);
 /* torch.nn.BatchNorm2d(C) (eps 1e-5, momentum 0.1): each micro-batch is
  * normalised with its own statistics; the running statistics (used in
  * evaluation) come from the whole step's batch. */
 int cdp_builder_batchnorm2d(cdp_builder *b, const char *name, int in);
 /* torch.nn.ReLU(inplace=True). */
 int cdp_builder_relu(cdp_builder *b, int in);
+/* torch.nn.ReLU6(inplace=True): min(max(x, 0), 6). */
+int cdp_builder_relu6(cdp_builder *b, int in);
+/* torch.nn.Dropout(p) in training (kept values scaled by 1/(1-p)), the
+ * identity in evaluation; its mask a function of the seed, the step, the
+ * sample, the layer and the element, so the same on any number of ranks.
+ * p in [0, 1]. */
+int cdp_builder_dropout(cdp_builder *b, const char *name, int in, float p);
 /* torch.nn.MaxPool2d(k, stride, pad). */
 int cdp_builder_maxpool2d(cdp_builder *b, int in, int k, int stride, int pad);
 /* Global average pooling, torch.nn.AdaptiveAvgPool2d(1): C x H x W -> C x 1 x 1. */

@@ -209,15 +209,22 @@ int cdp_builder_linear(cdp_builder *b, const char *name, int in, int out_feature
 int cdp_builder_conv2d(cdp_builder *b, const char *name, int in, int out_channels, int k,
                        int stride, int pad, int bias)
 {
+    return cdp_builder_grouped_conv2d(b, name, in, out_channels, k, stride, pad, 1, bias);
+}
+
+int cdp_builder_grouped_conv2d(cdp_builder *b, const char *name, int in, int out_channels, int k,
+                               int stride, int pad, int groups, int bias)
+{
     cdp_layer ly = cdp_builder_named(b, CDP_LAYER_CONV2D, name);
     if (!at_least(b, ly.name, "out_channels", out_channels, 1) ||
         !at_least(b, ly.name, "kernel", k, 1) || !at_least(b, ly.name, "stride", stride, 1) ||
-        !pad_ok(b, ly.name, pad, k, k - 1))
+        !at_least(b, ly.name, "groups", groups, 1) || !pad_ok(b, ly.name, pad, k, k - 1))
         return -1;
     ly.ys.c = out_channels;
     ly.k = k;
     ly.stride = stride;
     ly.pad = pad;
+    ly.groups = groups;
     ly.bias = bias != 0;
     return cdp_builder_layer(b, ly, in, -1);
 }
@@ -233,6 +240,18 @@ int cdp_builder_batchnorm2d(cdp_builder *b, const char *name, int in)
 int cdp_builder_relu(cdp_builder *b, int in)
 {
     return cdp_builder_layer(b, cdp_builder_named(b, CDP_LAYER_RELU, "relu"), in, -1);
+}
+
+int cdp_builder_relu6(cdp_builder *b, int in)
+{
+    return cdp_builder_layer(b, cdp_builder_named(b, CDP_LAYER_RELU6, "relu6"), in, -1);
+}
+
+int cdp_builder_dropout(cdp_builder *b, const char *name, int in, float p)
+{
+    cdp_layer ly = cdp_builder_named(b, CDP_LAYER_DROPOUT, name);
+    ly.drop_p = p;   /* its shape rule refuses p outside [0, 1] */
+    return cdp_builder_layer(b, ly, in, -1);
 }
 
 int cdp_builder_maxpool2d(cdp_builder *b, int in, int k, int stride, int pad)

@@ -15,26 +15,21 @@
 
 /* conv (bias-free) + BatchNorm (+ ReLU6), named PREFIX.0, .1 as
  * torchvision's Conv2dNormActivation */
-static int conv_bn(mb *b, const char *prefix, int in, int out, int k, int stride, int groups,
-                   int relu6)
+static int conv_bn(cdp_builder *b, const char *prefix, int in, int out, int k, int stride,
+                   int groups, int relu6)
 {
-    char n0[64], n1[64];
+    char n0[80], n1[80];
     snprintf(n0, sizeof n0, "%s.0", prefix);
     snprintf(n1, sizeof n1, "%s.1", prefix);
-    cdp_layer conv = mb_named(CDP_LAYER_CONV2D, n0);
-    conv.ys.c = out;
-    conv.k = k;
-    conv.stride = stride;
-    conv.pad = k / 2;
-    conv.groups = groups;
-    int x = mb_bn(b, n1, mb_layer(b, conv, in, -1));
-    return relu6 ? mb_layer(b, mb_named(CDP_LAYER_RELU6, "relu6"), x, -1) : x;
+    int x = cdp_builder_batchnorm2d(
+        b, n1, cdp_builder_grouped_conv2d(b, n0, in, out, k, stride, k / 2, groups, 0));
+    return relu6 ? cdp_builder_relu6(b, x) : x;
 }
 
 /* MobileNetV2's InvertedResidual, expansion t: features.i.conv.{0, 1} the
  * expansion and the depthwise convolution, .2 and .3 the projection and its
  * BatchNorm; the input added back when the shape is kept */
-static int inverted_residual(mb *b, int i, int x, int cin, int cout, int stride, int t)
+static int inverted_residual(cdp_builder *b, int i, int x, int cin, int cout, int stride, int t)
 {
     char p[64];
     const int hidden = cin * t;
@@ -43,33 +38,29 @@ static int inverted_residual(mb *b, int i, int x, int cin, int cout, int stride,
     snprintf(p, sizeof p, "features.%d.conv.1", i);
     a = conv_bn(b, p, a, hidden, 3, stride, hidden, 1);
     snprintf(p, sizeof p, "features.%d.conv.2", i);
-    cdp_layer proj = mb_named(CDP_LAYER_CONV2D, p);
-    proj.ys.c = cout;
-    proj.k = 1;
-    proj.stride = 1;
+    a = cdp_builder_conv2d(b, p, a, cout, 1, 1, 0, 0);
     snprintf(p, sizeof p, "features.%d.conv.3", i);
-    a = mb_bn(b, p, mb_layer(b, proj, a, -1));
-    return stride == 1 && cin == cout ? mb_add(b, a, x) : a;
+    a = cdp_builder_batchnorm2d(b, p, a);
+    return stride == 1 && cin == cout ? cdp_builder_add(b, a, x) : a;
 }
 
-static int build(mb *b, const char *spec, int *default_stages)
+static int build(cdp_builder *b, const char *spec, int *default_stages)
 {
     if (strcmp(spec, NAME) != 0)
         return -1;
-    mb_default_io(b, (cdp_shape){ 3, 32, 32 }, 10);
-    mb_block(b);
+    cdp_builder_default_io(b, (cdp_shape){ 3, 32, 32 }, 10);
+    cdp_builder_block(b);
     int x = conv_bn(b, "features.0", 0, 16, 3, 1, 1, 1);
-    mb_block(b);
+    cdp_builder_block(b);
     x = inverted_residual(b, 1, x, 16, 16, 1, 2);
-    mb_block(b);
+    cdp_builder_block(b);
     x = inverted_residual(b, 2, x, 16, 24, 2, 2);
-    mb_block(b);
+    cdp_builder_block(b);
     x = conv_bn(b, "features.3", x, 48, 3, 1, 4, 1);   /* 4 groups of 6 -> 12 */
-    mb_block(b);
-    x = mb_flatten(b, mb_avgpool(b, x));
-    cdp_layer drop = mb_named(CDP_LAYER_DROPOUT, "classifier.0");
-    drop.drop_p = 0.2;
-    x = mb_linear(b, "classifier.1", mb_layer(b, drop, x, -1), b->m->classes);
+    cdp_builder_block(b);
+    x = cdp_builder_flatten(b, cdp_builder_avgpool(b, x));
+    x = cdp_builder_dropout(b, "classifier.0", x, 0.2f);
+    x = cdp_builder_linear(b, "classifier.1", x, cdp_builder_classes(b));
     *default_stages = 4;
     return x < 0 ? -1 : 0;
 }

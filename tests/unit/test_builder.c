@@ -163,6 +163,12 @@ static int build_bad(cdp_builder *b, void *arg)
         return cdp_builder_maxpool2d(b, x, 3, 1, 2);
     if (!strcmp(w, "no features"))
         return cdp_builder_linear(b, "fc", x, 0);
+    if (!strcmp(w, "groups"))
+        return cdp_builder_grouped_conv2d(b, "g", x, 6, 3, 1, 1, 3, 0);
+    if (!strcmp(w, "groups 0"))
+        return cdp_builder_grouped_conv2d(b, "g", x, 4, 3, 1, 1, 0, 0);
+    if (!strcmp(w, "dropout p"))
+        return cdp_builder_linear(b, "fc", cdp_builder_dropout(b, "drop", x, 1.5f), 5);
     if (!strcmp(w, "kernel too large"))
         return cdp_builder_conv2d(b, "c2", x, 4, 11, 1, 1, 0);
     if (!strcmp(w, "tokens"))
@@ -213,6 +219,9 @@ START_TEST(test_build_refusals)
         { "padding", "c2: padding 3 with a 3x3 window, expected 0 to 2" },
         { "pool padding", "maxpool: padding 2 with a 3x3 window, expected 0 to 1" },
         { "no features", "fc: out_features 0, at least 1" },
+        { "groups", "g: 3 groups do not divide its 4 input and 6 output channels" },
+        { "groups 0", "g: groups 0, at least 1" },
+        { "dropout p", "drop: the dropout probability 1.5 is not in [0, 1]" },
         { "kernel too large", "smaller than its 11x11 kernel" },
         { "tokens", "ln reads a 4x8x8 tensor: it takes tokens T x 1 x D" },
         { "eps", "ln: eps 0, must be positive" },
