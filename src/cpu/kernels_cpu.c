@@ -37,6 +37,7 @@
 #endif
 
 #include "cpu_internal.h"
+#include "util/bf16.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
@@ -331,6 +332,13 @@ void cdp_cpu_scale(size_t n, float *x, float a)
 #pragma omp parallel for PAR(n)
     for (size_t k = 0; k < n; k++)
         x[k] = x[k] * a;
+}
+
+void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_bf16_round(x[k]);
 }
 
 /* torch.optim.SGD (dampening 0, no Nesterov) on the gradient g * gscale, in

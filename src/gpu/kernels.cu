@@ -180,6 +180,19 @@ __global__ static void k_scale(size_t n, float *x, float a)
         x[i] = __fmul_rn(x[i], a);
 }
 
+/* util/bf16.h's rounding, on the bits */
+__global__ static void k_round_bf16(size_t n, const float *x, float *y)
+{
+    GRID_STRIDE(i, n) {
+        unsigned u = __float_as_uint(x[i]);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            u = (u | 0x00400000u) & 0xffff0000u;
+        else
+            u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        y[i] = __uint_as_float(u);
+    }
+}
+
 /* torch.optim.SGD (no dampening, no Nesterov) on the gradient g * gscale:
  *   d = g*gscale + wd*theta; buf = first ? d : mu*buf + d; theta_out = theta_in - lr*buf
  * theta_out may alias theta_in or g (each element is read before it is written). */
@@ -301,6 +314,14 @@ void cdp_cuda_scale(size_t n, float *x, float a)
         return;
     k_scale<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, x, a);
     CDP_CUDA_LAUNCHED("k_scale");
+}
+
+void cdp_cuda_round_bf16(size_t n, const float *x, float *y)
+{
+    if (!n)
+        return;
+    k_round_bf16<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, x, y);
+    CDP_CUDA_LAUNCHED("k_round_bf16");
 }
 
 void cdp_cuda_sgd(size_t n, const float *theta_in, float *theta_out, float *g, float gscale,

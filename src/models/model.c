@@ -91,13 +91,6 @@ static int stage_has_stats(const cdp_model *m, int l)
     return 0;
 }
 
-static size_t param_floats(const cdp_param_desc *d)
-{
-    size_t n = 1;
-    for (int k = 0; k < d->ndim; k++)
-        n *= (size_t)d->shape[k];
-    return n;
-}
 
 /* Parameters, buffers and the statistics tail of every stage; the tensor
  * list. */
@@ -117,7 +110,7 @@ static void layout_params(cdp_model *m)
             ly->p_off = tn;
             for (int k = 0; k < nd; k++)
                 if (d[k].kind == CDP_TENSOR_PARAM)
-                    tn += param_floats(&d[k]);
+                    tn += cdp_param_floats(&d[k]);
         }
         if (bn)
             tn = even(tn);
@@ -129,7 +122,7 @@ static void layout_params(cdp_model *m)
             ly->b_off = tn + bufn;
             for (int k = 0; k < nd; k++)
                 if (d[k].kind == CDP_TENSOR_BUFFER)
-                    bufn += param_floats(&d[k]);
+                    bufn += cdp_param_floats(&d[k]);
             ly->stat_off = slot;
             slot += ops->stat_doubles ? ops->stat_doubles(ly) : 0;
         }
@@ -166,11 +159,11 @@ static void layout_params(cdp_model *m)
                 t->stage = l;
                 if (d[k].kind == CDP_TENSOR_PARAM) {
                     t->off = po;
-                    t->n = param_floats(&d[k]);
+                    t->n = cdp_param_floats(&d[k]);
                     po += t->n;
                 } else if (d[k].kind == CDP_TENSOR_BUFFER) {
                     t->off = bo;
-                    t->n = param_floats(&d[k]);
+                    t->n = cdp_param_floats(&d[k]);
                     bo += t->n;
                 }
             }
@@ -295,6 +288,7 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
     m->input = c->input;
     m->classes = c->classes;
     m->workers = c->workers > 0 ? c->workers : 1;
+    m->precision = (int)c->precision;
     snprintf(m->name, sizeof m->name, "%s", spec);
     cdp_builder b = { m, 0, 0, 0, err, errlen, 0 };
     int default_stages = 1, rc = -1, matched = 0;
@@ -363,7 +357,7 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
 
 int cdp_model_parse(const char *spec, int stages, cdp_model *m, char *err, size_t errlen)
 {
-    cdp_model_config c = { spec, stages, { 0, 0, 0 }, 0, 1, CDP_BALANCE_FLOPS };
+    cdp_model_config c = { spec, stages, { 0, 0, 0 }, 0, 1, CDP_BALANCE_FLOPS, CDP_PRECISION_FP32 };
     return cdp_model_build(&c, m, err, errlen);
 }
 

@@ -98,7 +98,16 @@ struct cdp_model {
     cdp_tensor_info *tensors;     /* the file's tensors, in file order */
     size_t conv_ws_max_ps;        /* (informational) */
     struct cdp_layer_times *times; /* --layer-times: filled by the stage functions; NULL: off */
+    int precision;                /* cdp_precision: the arithmetic of the layers */
 };
+
+/* The arithmetic of the layers (--precision, doc/reference.md section 3.12).
+ * Parameters, gradients and optimizer state are float32 in both. */
+typedef enum cdp_precision {
+    CDP_PRECISION_FP32,   /* float32 throughout */
+    CDP_PRECISION_BF16    /* bfloat16 operands of GEMMs and convolutions, every
+                           * layer's output rounded to bfloat16 */
+} cdp_precision;
 
 /* What the cut of blocks into stages balances. */
 typedef enum cdp_balance {
@@ -113,6 +122,7 @@ typedef struct cdp_model_config {
     int classes;                  /* from the data (0: the spec's, or 10) */
     int workers;                  /* N (>= 1) */
     cdp_balance balance;          /* what --stages balances */
+    cdp_precision precision;      /* the layers' arithmetic (0: float32) */
 } cdp_model_config;
 
 /* Builds the model named by c->spec (one of cdp_model_entry_at's).

@@ -18,7 +18,8 @@ int cdp_model_create(const char *name, cdp_shape input, int classes, int stages,
     }
     cdp_model *built = malloc(sizeof *built);
     if (!built) abort();
-    cdp_model_config c = { name, stages, input, classes, 1, CDP_BALANCE_FLOPS };
+    cdp_model_config c = { name, stages, input, classes, 1, CDP_BALANCE_FLOPS,
+                           CDP_PRECISION_FP32 };
     if (cdp_model_build(&c, built, err, errlen)) {
         free(built);
         return -1;

@@ -53,13 +53,10 @@ size_t cdp_model_layer_ws_offset(const cdp_model *m, int B)
     return even(grad);
 }
 
-size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
+/* the largest scratch one layer asks for at B */
+static size_t layers_ws_max(const cdp_backend *be, const cdp_model *m, int B)
 {
-    size_t conv = 0, tail = 0;
-    for (int l = 0; l < m->nstages; l++) {
-        size_t t = 2 * (size_t)m->workers * m->plan[l].slot_doubles;   /* unpacked */
-        if (t > tail) tail = t;
-    }
+    size_t conv = 0;
     for (int j = 0; j < m->nlayers; j++) {
         const cdp_layer_ops *ops = cdp_layer_ops_of(m->layers[j].kind);
         if (ops->ws_floats) {
@@ -67,7 +64,57 @@ size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
             if (w > conv) conv = w;
         }
     }
-    size_t a = cdp_model_layer_ws_offset(m, B) + conv;
+    return conv;
+}
+
+size_t cdp_model_lowp_ws_offset(const cdp_backend *be, const cdp_model *m, int B)
+{
+    return even(cdp_model_layer_ws_offset(m, B) + layers_ws_max(be, m, B));
+}
+
+/* --precision bf16's scratch: the largest layer's trainable parameters
+ * with its weights rounded, then two tensors of B samples (a rounded
+ * network input, a rounded output gradient), each even */
+void cdp_model_lowp_sizes(const cdp_model *m, int B, size_t *params, size_t *tensor)
+{
+    *params = *tensor = 0;
+    for (int j = 0; j < m->nlayers; j++) {
+        const cdp_layer *ly = &m->layers[j];
+        const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
+        cdp_param_desc d[8];
+        int nd = ops->params ? ops->params(ly, d) : 0;
+        size_t p = 0;
+        for (int k = 0; k < nd; k++)
+            if (d[k].kind == CDP_TENSOR_PARAM)
+                p += cdp_param_floats(&d[k]);
+        if (p > *params) *params = p;
+        size_t t = cdp_shape_n(ly->xs) > cdp_shape_n(ly->ys) ? cdp_shape_n(ly->xs)
+                                                             : cdp_shape_n(ly->ys);
+        if (t > *tensor) *tensor = t;
+    }
+    *params = even(*params);
+    *tensor = even(*tensor * (size_t)B);
+}
+
+size_t cdp_model_lowp_ws_floats(const cdp_model *m, int B)
+{
+    if (m->precision != CDP_PRECISION_BF16)
+        return 0;
+    size_t params, tensor;
+    cdp_model_lowp_sizes(m, B, &params, &tensor);
+    return params + 2 * tensor;
+}
+
+size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)
+{
+    size_t tail = 0;
+    for (int l = 0; l < m->nstages; l++) {
+        size_t t = 2 * (size_t)m->workers * m->plan[l].slot_doubles;   /* unpacked */
+        if (t > tail) tail = t;
+    }
+    size_t lowp = cdp_model_lowp_ws_floats(m, B);
+    size_t a = lowp ? cdp_model_lowp_ws_offset(be, m, B) + lowp
+                    : cdp_model_layer_ws_offset(m, B) + layers_ws_max(be, m, B);
     return a > tail ? a : tail;
 }
 

@@ -117,6 +117,70 @@ static float *conv_ws(const cdp_model *m, float *ws, int B)
     return ws + cdp_model_layer_ws_offset(m, B);
 }
 
+/* ------------------------------------------------- --precision bf16 */
+
+/* Under --precision bf16 (doc/reference.md section 3.12) the stage does the
+ * rounding around each layer call, so that no layer kind but attention
+ * (which has products inside) knows of it: a GEMM or convolution layer
+ * (lowp_operands) gets its weights rounded (a copy of its parameters, in
+ * the scratch after the layers'), the network's input rounded, and in the
+ * backward its output's gradient rounded; every layer's output is rounded
+ * in place once it is written.  Tensors between layers are therefore
+ * bfloat16 values wherever they are stored, and the rounding of a value
+ * never depends on the cut into stages, the rank or the thread. */
+typedef struct lowp_ws {
+    float *params, *x, *dy;
+} lowp_ws;
+
+/* the scratch's parts (sizes.c); all NULL in float32 */
+static lowp_ws lowp_ws_of(const cdp_backend *be, const cdp_model *m, float *ws, int B)
+{
+    lowp_ws w = { NULL, NULL, NULL };
+    if (m->precision != CDP_PRECISION_BF16 || !ws)
+        return w;
+    size_t params, tensor;
+    cdp_model_lowp_sizes(m, B, &params, &tensor);
+    w.params = ws + cdp_model_lowp_ws_offset(be, m, B);
+    w.x = w.params + params;
+    w.dy = w.x + tensor;
+    return w;
+}
+
+static const float *lowp_params(const cdp_backend *be, const cdp_layer *ly, const float *p,
+                                float *dst)
+{
+    cdp_param_desc d[8];
+    int nd = ops_of(ly)->params ? ops_of(ly)->params(ly, d) : 0;
+    size_t off = 0;
+    for (int k = 0; k < nd; k++) {
+        if (d[k].kind != CDP_TENSOR_PARAM)
+            continue;
+        size_t n = cdp_param_floats(&d[k]);
+        if (ops_of(ly)->lowp_params >> k & 1u)
+            be->round_bf16(n, p + off, dst + off);
+        else
+            be->copy(dst + off, p + off, n * sizeof(float));
+        off += n;
+    }
+    return dst;
+}
+
+/* the operands of layer j's products that the stage rounds: its weights,
+ * and its input when it is the network's (every other tensor is a layer's
+ * rounded output) */
+static void lowp_operands(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
+                          const lowp_ws *w, cdp_layer_io *io)
+{
+    io->lowp = 1;
+    if (!ops_of(ly)->lowp_operands)
+        return;
+    io->p = lowp_params(be, ly, io->p, w->params);
+    if (root(m, ly->in) == 0) {
+        be->round_bf16((size_t)io->B * cdp_shape_n(ly->xs), io->x, w->x);
+        io->x = w->x;
+    }
+}
+
 /* ------------------------------------------------------------ forward */
 
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
@@ -127,6 +191,7 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
     const cdp_stage_plan *P = &m->plan[l];
     double *st = stats_base(m, l, act, B);
     cdp_layer_times *lt = train ? m->times : NULL;   /* evaluation is not timed */
+    const lowp_ws lw = lowp_ws_of(be, m, ws, B);
     for (int j = P->first_layer; j < P->end_layer; j++) {
         const cdp_layer *ly = &m->layers[j];
         if (ops_of(ly)->storage == CDP_STORAGE_VIEW)
@@ -149,7 +214,11 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.ctx = ctx_or_none(ctx);
         io.layer_index = j;
         double t0 = cdp_layer_times_begin(lt, be);
+        if (lw.params)
+            lowp_operands(be, m, ly, &lw, &io);
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
+        if (lw.params)
+            be->round_bf16((size_t)B * cdp_shape_n(ly->ys), io.y, io.y);
         cdp_layer_times_end(lt, be, j, 0, t0);
     }
     if (l == m->nstages - 1) {
@@ -294,6 +363,14 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             io.ws = conv_ws(m, r->ws, B);
             io.ctx = r->ctx;
             io.layer_index = j;
+            const lowp_ws lw = lowp_ws_of(r->be, m, r->ws, B);
+            if (lw.params) {
+                lowp_operands(r->be, m, ly, &lw, &io);
+                if (ops->lowp_operands) {
+                    r->be->round_bf16((size_t)B * cdp_shape_n(ly->ys), io.dy, lw.dy);
+                    io.dy = lw.dy;
+                }
+            }
             if (ops->fuses_relu && io.dx) {
                 /* the ReLU whose output this layer reads, fused into its dx */
                 int p = m->nodes[ly->in].producer;

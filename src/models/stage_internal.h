@@ -10,6 +10,12 @@
 /* Where the layers' scratch starts in the workspace, in floats: after the
  * largest stage's gradient buffers (or forward-only tensors), even. */
 size_t cdp_model_layer_ws_offset(const cdp_model *m, int B);
+/* Where --precision bf16's scratch starts, after the layers' scratch, and
+ * its floats (0 in float32) */
+size_t cdp_model_lowp_ws_offset(const cdp_backend *be, const cdp_model *m, int B);
+size_t cdp_model_lowp_ws_floats(const cdp_model *m, int B);
+/* its parts: the parameter copy's floats, and each tensor's */
+void cdp_model_lowp_sizes(const cdp_model *m, int B, size_t *params, size_t *tensor);
 /* 1 if stage l's backward skips layer j (a ReLU fused into its consumer's
  * backward, or left to the next stage; a view) */
 int cdp_stage_skips_bwd(const cdp_model *m, int l, int j);

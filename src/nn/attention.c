@@ -59,6 +59,15 @@ static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
     return (size_t)B * (4 * (size_t)z.T * z.D + (size_t)z.H * z.T * z.T);
 }
 
+/* --precision bf16: the operands of the products inside, rounded in place
+ * (Q, K, V when made, P after the softmax, O; dO, dS and dQKV in the
+ * backward); the stage rounds x, the weights and dy */
+static void lowp(const cdp_layer_io *io, float *t, size_t n)
+{
+    if (io->lowp)
+        io->be->round_bf16(n, t, t);
+}
+
 typedef struct views {
     const float *w_in, *b_in, *w_out, *b_out;
     float *qkv, *P, *O;
@@ -88,6 +97,7 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     const int R = io->B * z.T, D3 = 3 * z.D;
     const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3;
     be->linear_fwd(R, z.D, D3, io->x, v.w_in, v.b_in, v.qkv, 0);
+    lowp(io, v.qkv, (size_t)R * D3);
     /* one batched GEMM per head over the B samples (uniform strides) */
     const size_t Ps = (size_t)z.H * TT;
     for (int h = 0; h < z.H; h++) {
@@ -96,11 +106,13 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
                          qs, 0.0f, v.P + h * TT, z.T, Ps, io->B);
     }
     be->softmax_fwd(io->B * z.H * z.T, z.T, v.P);
+    lowp(io, v.P, (size_t)io->B * Ps);
     for (int h = 0; h < z.H; h++) {
         const float *q = v.qkv + (size_t)h * z.d;
         be->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, v.P + h * TT, z.T, Ps, q + 2 * z.D, D3, qs,
                          0.0f, v.O + (size_t)h * z.d, z.D, (size_t)z.T * z.D, io->B);
     }
+    lowp(io, v.O, (size_t)R * z.D);
     be->linear_fwd(R, z.D, z.D, v.O, v.w_out, v.b_out, io->y, 0);
 }
 
@@ -117,6 +129,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
           *g_bout = g_wout + D * D;
 
     be->linear_bwd(R, z.D, z.D, v.O, v.w_out, io->dy, dO, g_wout, g_bout, 0, io->accumulate);
+    lowp(io, dO, (size_t)R * D);
     const size_t Ps = (size_t)z.H * TT;
     for (int h = 0; h < z.H; h++) {
         const size_t ho = (size_t)h * z.d;
@@ -130,6 +143,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
     }
     /* dS = P * (dP - rowsum(dP * P)) / sqrt(d) */
     be->softmax_bwd(io->B * z.H * z.T, z.T, 1.0f / sqrtf((float)z.d), v.P, dP);
+    lowp(io, dP, (size_t)io->B * Ps);
     for (int h = 0; h < z.H; h++) {
         const size_t ho = (size_t)h * z.d;
         const float *q = v.qkv + ho, *dPh = dP + h * TT;
@@ -140,6 +154,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
         be->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, dPh, z.T, Ps, q, D3, qs, 0.0f, dq + z.D, D3,
                          qs, io->B);
     }
+    lowp(io, dqkv, (size_t)R * D3);
     be->linear_bwd(R, z.D, D3, io->x, v.w_in, dqkv, io->dx, g_win, g_bin, 0, io->accumulate);
 }
 
@@ -162,6 +177,8 @@ static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
 
 const cdp_layer_ops cdp_attention_ops = {
     .name = "attention", .shape = shape, .params = params, .save_per_sample = save_per_sample,
-    .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops, .ws_floats = ws_floats,
+    .fwd = fwd, .bwd = bwd, .reads_input = 1, .lowp_operands = 1,
+    .lowp_params = 1u << 0 | 1u << 2, .flops = flops,
+    .ws_floats = ws_floats,
     .accumulate_exact = accumulate_exact,
 };

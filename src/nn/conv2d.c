@@ -94,5 +94,5 @@ static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
 
 const cdp_layer_ops cdp_conv2d_ops = {
     .name = "conv2d", .shape = shape, .params = params, .fwd = fwd, .bwd = bwd,
-    .reads_input = 1, .flops = flops, .ws_floats = ws_floats,
+    .reads_input = 1, .lowp_operands = 1, .lowp_params = 1u, .flops = flops, .ws_floats = ws_floats,
 };

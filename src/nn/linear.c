@@ -81,5 +81,5 @@ static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
 
 const cdp_layer_ops cdp_linear_ops = {
     .name = "linear", .fuses_relu = 1, .shape = shape, .params = params, .fwd = fwd, .bwd = bwd,
-    .reads_input = 1, .flops = flops, .accumulate_exact = accumulate_exact,
+    .reads_input = 1, .lowp_operands = 1, .lowp_params = 1u, .flops = flops, .accumulate_exact = accumulate_exact,
 };

@@ -92,6 +92,15 @@ typedef struct cdp_param_desc {
     float a;
 } cdp_param_desc;
 
+/* the floats of a parameter tensor */
+static inline size_t cdp_param_floats(const cdp_param_desc *d)
+{
+    size_t n = 1;
+    for (int k = 0; k < d->ndim; k++)
+        n *= (size_t)d->shape[k];
+    return n;
+}
+
 /* Where a training forward or backward call stands, for the layers that
  * draw random numbers (dropout).  A layer's draws are a function of these,
  * of its index in the model (cdp_layer_io.layer_index) and of the element
@@ -123,6 +132,9 @@ typedef struct cdp_layer_io {
     float *ws;            /* scratch: the layer's ws_floats */
     const cdp_layer_ctx *ctx;  /* where the call stands (only a layer that draws reads it) */
     int layer_index;      /* the layer's index in the model's layer list */
+    int lowp;             /* 1 under --precision bf16: the stage has rounded x, the lowp
+                           * weights and dy already; a layer with products inside
+                           * (attention) rounds their other operands itself */
 } cdp_layer_io;
 
 /* Where a layer's output lives. */
@@ -172,6 +184,14 @@ typedef struct cdp_layer_ops {
     void (*bwd)(const cdp_layer *ly, const cdp_layer_io *io);
     /* 1 if the backward reads the layer's input, its output */
     int reads_input, reads_output;
+    /* 1: a GEMM or convolution layer, whose products take bfloat16 operands
+     * under --precision bf16 (its input, the weights lowp_params names,
+     * and in the backward the output's gradient, each rounded by the
+     * stage) */
+    int lowp_operands;
+    /* bit k set: parameter k (ops->params' order) is a weight of the
+     * products, rounded to bfloat16 under --precision bf16 */
+    unsigned lowp_params;
     /* forward + backward FLOPs for B samples, with or without dx */
     double (*flops)(const cdp_layer *ly, int B, int need_dx);
     /* scratch in floats for B samples (NULL: none) */

@@ -74,4 +74,6 @@ void cdp_options_numerics_text(const cdp_options *o, char *buf, size_t len)
             cdp_strbuf_add(buf, len, &at, "%s%s", c ? "," : half ? "/" : "", v);
         }
     cdp_strbuf_add(buf, len, &at, " --flush-denormals=%s", o->flush_denormals ? "on" : "off");
+    if (o->precision)   /* only when set: the text of the runs before it */
+        cdp_strbuf_add(buf, len, &at, " --precision=bf16");
 }

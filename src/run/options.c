@@ -252,6 +252,7 @@ static const option_spec options[] = {
     STR("resume", resume),
     FN("backend", set_backend),
     FLAG("flush-denormals", flush_denormals, 1),
+    PAIR("precision", precision, "fp32|bf16"),
     FLAG("allow-mixed-numerics", allow_mixed, 1),
     INT("threads", threads, 1, 1024),
     FLAG("plan", plan, 1),

@@ -18,6 +18,7 @@ typedef struct cdp_options {
     cdp_framework framework;
     int deterministic;
     int flush_denormals;     /* --flush-denormals: CPU flush-to-zero (src/cpu/fpmode.c) */
+    int precision;           /* cdp_precision (--precision fp32|bf16) */
     int allow_mixed;         /* --allow-mixed-numerics: ranks of different numerics may run */
     int epochs;
     int64_t steps;           /* 0: epochs * steps_per_epoch */

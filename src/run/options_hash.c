@@ -63,6 +63,10 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
         h = hash_bytes(h, "flush_denormals", 15);
         h = hash_bytes(h, &o->flush_denormals, sizeof o->flush_denormals);
     }
+    if (o->precision) {
+        h = hash_bytes(h, "precision", 9);
+        h = hash_bytes(h, &o->precision, sizeof o->precision);
+    }
     if (o->norm_count) {
         h = hash_bytes(h, "normalize", 9);
         h = hash_bytes(h, &o->norm_count, sizeof o->norm_count);

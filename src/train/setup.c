@@ -99,7 +99,8 @@ int train_model_and_plan(trainer *r)
 {
     const cdp_options *o = &r->o;
     int bad;
-    r->mc = (cdp_model_config){ o->model, o->stages, { 0, 0, 0 }, 0, r->N, (cdp_balance)o->balance };
+    r->mc = (cdp_model_config){ o->model, o->stages, { 0, 0, 0 }, 0, r->N, (cdp_balance)o->balance,
+                                (cdp_precision)o->precision };
     if (strncmp(o->model, "mlp:", 4) != 0)   /* an mlp: names its own input */
         r->mc.input = data_kind_shape(o->data);
     if (o->plan && o->stages > 0) {
@@ -418,6 +419,10 @@ static void print_banner(const trainer *r, const char *why)
     cdp_preflight_print_hosts(stdout, &r->pf, r->comm);
     if (o->flush_denormals)
         printf("  arithmetic: denormal floats flushed to zero (--flush-denormals)\n");
+    if (o->precision == CDP_PRECISION_BF16)
+        printf("  precision bf16: GEMM and convolution operands and every layer's output\n"
+               "    rounded to bfloat16 (float32 weights, gradients, optimizer); computed by\n"
+               "    the float32 kernels on the rounded values, activations kept in float32\n");
     if (o->deterministic)   /* what it changes, so that nobody reads more into it */
         printf("  --deterministic: %s\n", o->rule == CDP_RULE_DP
                    ? "gradients summed in worker order around the ring (no MPI_Allreduce)"

@@ -24,7 +24,7 @@ int main(int argc, char **argv)
     }
     cdp_model m;
     char err[512];
-    cdp_model_config mc = { argv[1], 0, { 0, 0, 0 }, 0, 1, CDP_BALANCE_FLOPS };
+    cdp_model_config mc = { argv[1], 0, { 0, 0, 0 }, 0, 1, CDP_BALANCE_FLOPS, CDP_PRECISION_FP32 };
     if (argc == 6 && sscanf(argv[5], "%dx%dx%d", &mc.input.c, &mc.input.h, &mc.input.w) != 3) {
         fprintf(stderr, "st_compare: bad shape '%s'\n", argv[5]);
         return 2;

@@ -302,6 +302,71 @@ START_TEST(elementwise)
 }
 END_TEST
 
+/* --precision bf16's rounding: hand values of IEEE round-to-nearest-even
+ * on bfloat16's 8-bit significand (the bits written out by hand, not by
+ * the helper the kernel uses), in place and out of place, over an array
+ * long enough for OpenMP. */
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+START_TEST(round_bf16_hand)
+{
+    const cdp_backend *be = cdp_backend_cpu(2);
+    static const uint32_t cases[][2] = {
+        { 0x3F800000u, 0x3F800000u },   /* 1: exact */
+        { 0x3F808000u, 0x3F800000u },   /* 1 + 2^-8: a tie, to the even 1 */
+        { 0x3F818000u, 0x3F820000u },   /* 1 + 3*2^-8: a tie, to the even 1 + 2^-6 */
+        { 0x3F808001u, 0x3F810000u },   /* just above the tie: up */
+        { 0x3F807FFFu, 0x3F800000u },   /* just below: down */
+        { 0xBFC00000u, 0xBFC00000u },   /* -1.5: exact */
+        { 0xBF818000u, 0xBF820000u },   /* negative tie to even, away from zero here */
+        { 0x7F7FFFFFu, 0x7F800000u },   /* FLT_MAX: beyond bfloat16's largest, to inf */
+        { 0x7F7F7FFFu, 0x7F7F0000u },   /* bfloat16's largest stays */
+        { 0x7F800000u, 0x7F800000u },   /* inf */
+        { 0xFF800000u, 0xFF800000u },   /* -inf */
+        { 0x80000000u, 0x80000000u },   /* -0 keeps its sign */
+        { 0x00008000u, 0x00000000u },   /* denormal tie to the even 0 */
+        { 0x00018000u, 0x00020000u },   /* denormal tie to the even 2 */
+        { 0x00000001u, 0x00000000u },   /* the smallest denormal: to 0 */
+        { 0x7FC00001u, 0x7FC00000u },   /* a quiet NaN stays quiet */
+        { 0xFF800001u, 0xFFC00000u },   /* a signalling NaN: quieted, sign kept, never inf */
+    };
+    const size_t nc = sizeof cases / sizeof cases[0], n = 400000;
+    float *x = fbuf(n), *y = fbuf(n);
+    for (size_t k = 0; k < n; k++)
+        x[k] = from_bits(cases[k % nc][0]);
+    be->round_bf16(n, x, y);
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(bits_of(y[k]) == cases[k % nc][1], "0x%08X -> 0x%08X, expected 0x%08X",
+                      cases[k % nc][0], bits_of(y[k]), cases[k % nc][1]);
+    be->round_bf16(n, x, x);   /* in place */
+    ck_assert(memcmp(x, y, n * sizeof(float)) == 0);
+    /* rounding twice changes nothing; the error is at most half a unit of
+     * bfloat16's last place (2^-9 relative) */
+    fill(x, n, 12, -100, 100);
+    be->round_bf16(n, x, y);
+    for (size_t k = 0; k < n; k++) {
+        ck_assert((bits_of(y[k]) & 0xFFFFu) == 0);
+        ck_assert(fabsf(y[k] - x[k]) <= ldexpf(fabsf(x[k]), -8));
+    }
+    memcpy(x, y, n * sizeof(float));
+    be->round_bf16(n, x, x);
+    ck_assert(memcmp(x, y, n * sizeof(float)) == 0);
+    free(x); free(y);
+}
+END_TEST
+
 /* ------------------------------------------------------------ finite differences */
 
 #define FD_H 1e-6
@@ -880,6 +945,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, xent_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);
+    tcase_add_test(tc, round_bf16_hand);
     tcase_add_test(tc, pixels_normalize);
     suite_add_tcase(s, tc);
     tc = tcase_create("finite-differences");

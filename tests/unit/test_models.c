@@ -169,7 +169,7 @@ START_TEST(model_registry)
         }
         presets++;
         cdp_model m;
-        cdp_model_config c = { e.name, 0, e.input, e.classes, 1, CDP_BALANCE_FLOPS };
+        cdp_model_config c = { e.name, 0, e.input, e.classes, 1, CDP_BALANCE_FLOPS, CDP_PRECISION_FP32 };
         ck_assert_msg(cdp_model_build(&c, &m, err, sizeof err) == 0, "%s: %s", e.name, err);
         size_t params = 0;   /* numel over state_dict's trained tensors */
         for (int k = 0; k < m.ntensors; k++)

@@ -544,7 +544,7 @@ static const block_case cases[] = {
 static void build(const block_case *c, cdp_model *m)
 {
     char err[256];
-    cdp_model_config cfg = { c->spec, 0, c->in, 10, 2, CDP_BALANCE_FLOPS };
+    cdp_model_config cfg = { c->spec, 0, c->in, 10, 2, CDP_BALANCE_FLOPS, CDP_PRECISION_FP32 };
     REQUIRE(cdp_model_build(&cfg, m, err, sizeof err) == 0, "%s", err);
     cfg.stages = m->nblocks;   /* every block a stage of its own */
     cdp_model_free(m);
