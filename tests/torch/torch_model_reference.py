@@ -338,13 +338,23 @@ class Setup:
     "adamw" uses betas, eps and wd (decoupled)."""
 
     def __init__(self, model, init, split, xs, ys, batch, steps, lr, momentum, wd,
-                 dtype=torch.float32, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8):
+                 dtype=torch.float32, optimizer="sgd", betas=(0.9, 0.999), eps=1e-8,
+                 precision="fp32", error=None):
         self.model, self.init, self.split = model, init, split
         self.xs, self.ys = xs, ys
         self.batch, self.steps = batch, steps
         self.lr, self.momentum, self.wd = lr, momentum, wd
         self.dtype = dtype
         self.optimizer, self.betas, self.eps = optimizer, tuple(betas), eps
+        # "bf16": the forward and the loss under torch.autocast("cpu", bfloat16),
+        # float32 master weights, gradients and optimizer (torch's own mixed
+        # precision); error: a deliberate misstep for negative controls
+        self.precision, self.error = precision, error
+
+    def with_precision(self, precision, error=None):
+        t = copy.copy(self)
+        t.precision, t.error = precision, error
+        return t
 
     def with_dtype(self, dtype):
         t = copy.copy(self)
@@ -457,17 +467,31 @@ def train(s, rule, n):
                     live[p].copy_(src[p])
                     live[p].grad = None
             x, y = micro_batch(s, k, n, i)
-            loss = F.cross_entropy(net(x), y, reduction="mean")
+            if s.precision == "bf16":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    logits = net(x)
+                    if s.error == "logits":     # the loss's input kept in bfloat16
+                        loss = F.cross_entropy(logits.bfloat16(), y, reduction="mean")
+                    else:                       # autocast's float32 list
+                        loss = F.cross_entropy(logits, y, reduction="mean")
+            else:
+                loss = F.cross_entropy(net(x), y, reduction="mean")
             loss.backward()
             for p in pnames:
                 g = live[p].grad
                 gsum[p] = g.clone() if i == 0 else gsum[p] + g
+                if s.error == "grad-sum":       # the reduction in bfloat16
+                    gsum[p] = gsum[p].bfloat16().float()
         # update k of every stage: P(k+1) = OPT(P(k), G(k)) (AdamW: step count k+1),
         # running statistics
         prev = {p: cur[p].clone() for p in pnames}
         for p in pnames:
             cur[p].grad = gsum[p] * inv_n
         opt.step()
+        if s.error == "master":                 # bfloat16 master weights
+            with torch.no_grad():
+                for p in pnames:
+                    cur[p].copy_(cur[p].bfloat16().float())
         for name, mod in bns:
             assert len(mod.stats) == n, (name, len(mod.stats))
             cnt, mean, m2 = chan_combine(mod.stats)
@@ -879,6 +903,15 @@ def main(argv=None):
                          "'stages: a,b,c blocks' is accepted verbatim [one stage]")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--double", action="store_true", help="compute in float64")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', "
+                         "dtype=torch.bfloat16), float32 master weights [fp32]; with "
+                         "--noise, NOISE is then the distance from the float32 run")
+    ap.add_argument("--bf16-error", choices=("grad-sum", "master", "logits"),
+                    help="with --precision bf16, a deliberate error for negative controls: "
+                         "the gradient sum over workers rounded to bfloat16 after every "
+                         "add, the master weights rounded after every update, or the "
+                         "loss computed on bfloat16 logits")
     ap.add_argument("--threads", type=int, default=0, help="torch threads [torch default]")
     ap.add_argument("--out", metavar="FILE", help="write P(K) here (with a single case)")
     ap.add_argument("--compare", metavar="FILE", help="cdp_run --save-weights file")
@@ -949,7 +982,10 @@ def main(argv=None):
         if a.weight_decay is None:
             a.weight_decay = 0.01 if a.optimizer == "adamw" else 0.0
         s = Setup(a.model, init, None, xs, ys, a.batch, a.steps, a.lr, a.momentum,
-                  a.weight_decay, dtype, a.optimizer, a.betas, a.eps)
+                  a.weight_decay, dtype, a.optimizer, a.betas, a.eps, a.precision,
+                  a.bf16_error)
+        if a.bf16_error and a.precision != "bf16":
+            raise UsageError("--bf16-error needs --precision bf16")
         split = s.split = parse_split(a.split, len(blocks_of(s.net())), a.stages)
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
@@ -968,9 +1004,14 @@ def main(argv=None):
             return 2
         print(f"{PROG}: {a.model} rule {rule} N={n} B={a.batch} K={a.steps} "
               f"split {','.join(map(str, split))} {s.describe()} "
-              f"{'float64' if a.double else 'float32'} "
+              f"{'float64' if a.double else 'bf16 autocast' if a.precision == 'bf16' else 'float32'}"
+              f"{' with error ' + a.bf16_error if a.bf16_error else ''} "
               f"({time.time() - t0:.1f} s)" + (f" vs {path}" if path else ""), flush=True)
-        if a.noise and not a.double:
+        if a.noise and a.precision == "bf16":
+            r, rc = rel_diff(final, train(s.with_precision("fp32"), rule, n), init=init)
+            print(f"NOISE rule={rule} N={n} rel={r:.3e} rel_change={rc:.3e} "
+                  "(this reference under bf16 autocast against float32)", flush=True)
+        elif a.noise and not a.double:
             r, rc = rel_diff(final, train(s.with_dtype(torch.float64), rule, n), init=init)
             print(f"NOISE rule={rule} N={n} rel={r:.3e} rel_change={rc:.3e} "
                   "(this reference in float32 against float64)", flush=True)
