@@ -341,6 +341,25 @@ void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
         y[k] = cdp_bf16_round(x[k]);
 }
 
+void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, &x[k], sizeof u);
+        y[k] = (uint16_t)(cdp_bf16_round_bits(u) >> 16);
+    }
+}
+
+void cdp_cpu_bf16_unpack(size_t n, const uint16_t *x, float *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++) {
+        uint32_t u = (uint32_t)x[k] << 16;
+        memcpy(&y[k], &u, sizeof u);
+    }
+}
+
 /* torch.optim.SGD (dampening 0, no Nesterov) on the gradient g * gscale, in
  * float, in this order:
  *     d     = g * gscale + wd * theta

@@ -306,6 +306,17 @@ static void drop_input(cdp_exec *x, int i)
 
 static size_t in_bytes(const cdp_exec *x, int l) { return (size_t)x->B * cdp_stage_in(x->m, l) * sizeof(float); }
 static size_t out_bytes(const cdp_exec *x, int l) { return (size_t)x->B * cdp_stage_out(x->m, l) * sizeof(float); }
+/* the stage's input and output activations as stored (bfloat16 under
+ * --precision bf16): what travels between ranks; the gradients above stay
+ * float32 */
+static size_t act_in_bytes(const cdp_exec *x, int l)
+{
+    return (size_t)x->B * cdp_stage_in_stored(x->m, l) * sizeof(float);
+}
+static size_t act_out_bytes(const cdp_exec *x, int l)
+{
+    return (size_t)x->B * cdp_stage_out_stored(x->m, l) * sizeof(float);
+}
 
 /* Input of stage l for worker i: received, or the previous stage's output. */
 static const float *stage_input(cdp_exec *x, int i, int l)
@@ -314,7 +325,7 @@ static const float *stage_input(cdp_exec *x, int i, int l)
     if (l == 0)
         return x->x[i];
     if (x->in_act[i * L + l]) {
-        cdp_req_wait_range(x, x->in_act[i * L + l], in_bytes(x, l));
+        cdp_req_wait_range(x, x->in_act[i * L + l], act_in_bytes(x, l));
         return x->in_act[i * L + l];
     }
     return cdp_stage_output(x->m, l - 1, x->B, x->act[i * L + l - 1]);
@@ -417,7 +428,7 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         x->dact[i * L + l] = NULL;
     }
     if (x->in_act[i * L + l]) {
-        cdp_actmem_free(&x->mem, x->in_act[i * L + l], in_bytes(x, l));
+        cdp_actmem_free(&x->mem, x->in_act[i * L + l], act_in_bytes(x, l));
         x->in_act[i * L + l] = NULL;
     }
     if (l == 0)
@@ -643,7 +654,7 @@ static void op_send_act(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     (void)k0;
     const int l = in->stage, i = in->worker;
-    cdp_req_post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * x->L + l]), out_bytes(x, l),
+    cdp_req_post_send(x, cdp_stage_output(x->m, l, x->B, x->act[i * x->L + l]), act_out_bytes(x, l),
                       in->peer, cdp_comm_tag(CDP_TAG_ACT, l), in->due);
 }
 
@@ -652,8 +663,8 @@ static void op_recv_act(cdp_exec *x, const cdp_instr *in, int64_t k0)
     (void)k0;
     const int l = in->stage, i = in->worker;
     float **a = &x->in_act[i * x->L + l];
-    *a = cdp_actmem_alloc(&x->mem, in_bytes(x, l));
-    cdp_req_post_recv(x, *a, in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
+    *a = cdp_actmem_alloc(&x->mem, act_in_bytes(x, l));
+    cdp_req_post_recv(x, *a, act_in_bytes(x, l), in->peer, cdp_comm_tag(CDP_TAG_ACT, l - 1));
 }
 
 static void op_send_dact(cdp_exec *x, const cdp_instr *in, int64_t k0)

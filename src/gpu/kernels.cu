@@ -316,6 +316,40 @@ void cdp_cuda_scale(size_t n, float *x, float a)
     CDP_CUDA_LAUNCHED("k_scale");
 }
 
+__global__ static void k_bf16_pack(size_t n, const float *x, uint16_t *y)
+{
+    GRID_STRIDE(i, n) {
+        unsigned u = __float_as_uint(x[i]);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            u = u | 0x00400000u;
+        else
+            u = u + 0x7fffu + ((u >> 16) & 1u);
+        y[i] = (uint16_t)(u >> 16);
+    }
+}
+
+__global__ static void k_bf16_unpack(size_t n, const uint16_t *x, float *y)
+{
+    GRID_STRIDE(i, n)
+        y[i] = __uint_as_float((unsigned)x[i] << 16);
+}
+
+void cdp_cuda_bf16_pack(size_t n, const float *x, uint16_t *y)
+{
+    if (!n)
+        return;
+    k_bf16_pack<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, x, y);
+    CDP_CUDA_LAUNCHED("k_bf16_pack");
+}
+
+void cdp_cuda_bf16_unpack(size_t n, const uint16_t *x, float *y)
+{
+    if (!n)
+        return;
+    k_bf16_unpack<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, x, y);
+    CDP_CUDA_LAUNCHED("k_bf16_unpack");
+}
+
 void cdp_cuda_round_bf16(size_t n, const float *x, float *y)
 {
     if (!n)

@@ -310,6 +310,12 @@ int cdp_model_build(const cdp_model_config *c, cdp_model *m, char *err, size_t e
     m->block_flops = calloc((size_t)m->nblocks, sizeof *m->block_flops);
     m->node_off = calloc((size_t)m->nnodes, sizeof *m->node_off);
     if (!m->block_flops || !m->node_off) abort();
+    if (m->precision == CDP_PRECISION_BF16) {
+        m->node_lowp = calloc((size_t)m->nnodes, 1);
+        if (!m->node_lowp) abort();
+        for (int j = 0; j < m->nlayers; j++)
+            m->layers[j].lowp = 1;
+    }
     for (int k = 0; k < m->nblocks; k++)
         for (int j = m->block_first[k]; j < m->block_first[k + 1]; j++)
             m->block_flops[k] += layer_flops(m, j, 1);
@@ -366,12 +372,14 @@ void cdp_model_free(cdp_model *m)
     free(m->layers);
     free(m->nodes);
     free(m->node_off);
+    free(m->node_lowp);
     free(m->block_first);
     free(m->block_flops);
     free(m->tensors);
     m->layers = NULL;
     m->nodes = NULL;
     m->node_off = NULL;
+    m->node_lowp = NULL;
     m->block_first = NULL;
     m->block_flops = NULL;
     m->tensors = NULL;

@@ -82,6 +82,8 @@ struct cdp_model {
     cdp_layer *layers;
     int nnodes;
     cdp_node *nodes;              /* node 0 is the model input */
+    unsigned char *node_lowp;     /* per tensor root: 1 if stored as bfloat16 (--precision
+                                   * bf16: every kept tensor but the logits) */
     int *node_off;                /* storage per sample: >= 0 inside its stage's activations;
                                    * -1 - o: at o in the workspace, a tensor only the forward
                                    * reads (no backward needs it kept) */
@@ -172,6 +174,11 @@ size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B);
 /* Floats per sample of the input of stage l and of its output. */
 int cdp_stage_in(const cdp_model *m, int l);
 int cdp_stage_out(const cdp_model *m, int l);
+/* Floats per sample that the input and output of stage l take as stored:
+ * cdp_stage_in/out, or half of them rounded up when the tensor is kept in
+ * bfloat16 (--precision bf16; the network's input never is) */
+size_t cdp_stage_in_stored(const cdp_model *m, int l);
+size_t cdp_stage_out_stored(const cdp_model *m, int l);
 /* Floats per sample of the model's input. */
 int cdp_model_in(const cdp_model *m);
 /* FLOPs of forward + backward of stage l for B samples. */

@@ -20,6 +20,23 @@ int cdp_stage_out(const cdp_model *m, int l)
     return (int)cdp_shape_n(m->nodes[m->plan[l].out_tensor].shape);
 }
 
+/* floats per sample of tensor t as stored */
+static size_t stored_ps(const cdp_model *m, int t)
+{
+    size_t n = cdp_shape_n(m->nodes[t].shape);
+    return m->node_lowp && m->node_lowp[m->nodes[t].root] ? (n + 1) / 2 : n;
+}
+
+size_t cdp_stage_in_stored(const cdp_model *m, int l)
+{
+    return stored_ps(m, m->plan[l].in_tensor);
+}
+
+size_t cdp_stage_out_stored(const cdp_model *m, int l)
+{
+    return stored_ps(m, m->plan[l].out_tensor);
+}
+
 int cdp_model_in(const cdp_model *m)
 {
     return (int)cdp_shape_n(m->input);
@@ -73,8 +90,8 @@ size_t cdp_model_lowp_ws_offset(const cdp_backend *be, const cdp_model *m, int B
 }
 
 /* --precision bf16's scratch: the largest layer's trainable parameters
- * with its weights rounded, then two tensors of B samples (a rounded
- * network input, a rounded output gradient), each even */
+ * with its weights rounded, then four tensors of B samples (float32 copies
+ * of a layer's inputs and output, its rounded output gradient), each even */
 void cdp_model_lowp_sizes(const cdp_model *m, int B, size_t *params, size_t *tensor)
 {
     *params = *tensor = 0;
@@ -102,7 +119,7 @@ size_t cdp_model_lowp_ws_floats(const cdp_model *m, int B)
         return 0;
     size_t params, tensor;
     cdp_model_lowp_sizes(m, B, &params, &tensor);
-    return params + 2 * tensor;
+    return params + 4 * tensor;
 }
 
 size_t cdp_model_ws_floats(const cdp_backend *be, const cdp_model *m, int B)

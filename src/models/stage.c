@@ -120,30 +120,52 @@ static float *conv_ws(const cdp_model *m, float *ws, int B)
 /* ------------------------------------------------- --precision bf16 */
 
 /* Under --precision bf16 (doc/reference.md section 3.12) the stage does the
- * rounding around each layer call, so that no layer kind but attention
- * (which has products inside) knows of it: a GEMM or convolution layer
- * (lowp_operands) gets its weights rounded (a copy of its parameters, in
- * the scratch after the layers'), the network's input rounded, and in the
- * backward its output's gradient rounded; every layer's output is rounded
- * in place once it is written.  Tensors between layers are therefore
- * bfloat16 values wherever they are stored, and the rounding of a value
- * never depends on the cut into stages, the rank or the thread. */
+ * rounding and the bfloat16 storage around each layer call, so that no
+ * layer kind but attention (products and a saved area inside) knows of
+ * them.  A tensor the stage keeps (node_lowp: all but the logits) is stored
+ * as bfloat16; a layer reads it widened into a float32 copy in the scratch
+ * after the layers', and writes its output into such a copy, packed
+ * (rounded) into the storage after the call; a tensor in float32 storage
+ * (forward-only, the logits) is rounded in place.  A GEMM or convolution
+ * layer (lowp_operands) gets its weights rounded (a copy of its
+ * parameters), the network's input rounded, and in the backward its
+ * output's gradient rounded.  So every tensor between layers is a bfloat16
+ * value wherever it is stored, and no rounding depends on the cut into
+ * stages, the rank or the thread. */
 typedef struct lowp_ws {
-    float *params, *x, *dy;
+    float *params, *x, *x2, *y, *dy;
 } lowp_ws;
 
 /* the scratch's parts (sizes.c); all NULL in float32 */
 static lowp_ws lowp_ws_of(const cdp_backend *be, const cdp_model *m, float *ws, int B)
 {
-    lowp_ws w = { NULL, NULL, NULL };
+    lowp_ws w = { NULL, NULL, NULL, NULL, NULL };
     if (m->precision != CDP_PRECISION_BF16 || !ws)
         return w;
     size_t params, tensor;
     cdp_model_lowp_sizes(m, B, &params, &tensor);
     w.params = ws + cdp_model_lowp_ws_offset(be, m, B);
     w.x = w.params + params;
-    w.dy = w.x + tensor;
+    w.x2 = w.x + tensor;
+    w.y = w.x2 + tensor;
+    w.dy = w.y + tensor;
     return w;
+}
+
+static int stored_lowp(const cdp_model *m, int t)
+{
+    return m->node_lowp && m->node_lowp[root(m, t)];
+}
+
+/* tensor t for a layer call in float32: its storage, or its bfloat16
+ * storage widened into tmp */
+static float *widen(const cdp_backend *be, const cdp_model *m, int t, const float *stored,
+                    float *tmp, int B)
+{
+    if (!stored_lowp(m, t) || !stored)
+        return (float *)stored;
+    be->bf16_unpack((size_t)B * cdp_shape_n(m->nodes[t].shape), (const uint16_t *)stored, tmp);
+    return tmp;
 }
 
 static const float *lowp_params(const cdp_backend *be, const cdp_layer *ly, const float *p,
@@ -181,6 +203,31 @@ static void lowp_operands(const cdp_backend *be, const cdp_model *m, const cdp_l
     }
 }
 
+/* a forward call's inputs in float32 and its output's float32 copy; returns
+ * the output's storage, where lowp_store puts the result */
+static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
+                              const lowp_ws *w, cdp_layer_io *io)
+{
+    float *store = io->y;
+    io->x = widen(be, m, ly->in, io->x, w->x, io->B);
+    if (ly->in2 >= 0)
+        io->x2 = widen(be, m, ly->in2, io->x2, w->x2, io->B);
+    if (stored_lowp(m, ly->out))   /* in place: on the widened input */
+        io->y = ops_of(ly)->storage == CDP_STORAGE_IN_PLACE ? (float *)io->x : w->y;
+    lowp_operands(be, m, ly, w, io);
+    return store;
+}
+
+static void lowp_store(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
+                       const cdp_layer_io *io, float *store)
+{
+    size_t n = (size_t)io->B * cdp_shape_n(ly->ys);
+    if (stored_lowp(m, ly->out))
+        be->bf16_pack(n, io->y, (uint16_t *)store);
+    else
+        be->round_bf16(n, io->y, io->y);
+}
+
 /* ------------------------------------------------------------ forward */
 
 void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
@@ -214,11 +261,10 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.ctx = ctx_or_none(ctx);
         io.layer_index = j;
         double t0 = cdp_layer_times_begin(lt, be);
-        if (lw.params)
-            lowp_operands(be, m, ly, &lw, &io);
+        float *store = lw.params ? lowp_forward_io(be, m, ly, &lw, &io) : NULL;
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
         if (lw.params)
-            be->round_bf16((size_t)B * cdp_shape_n(ly->ys), io.y, io.y);
+            lowp_store(be, m, ly, &io, store);
         cdp_layer_times_end(lt, be, j, 0, t0);
     }
     if (l == m->nstages - 1) {
@@ -312,7 +358,12 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
         if (ops->storage == CDP_STORAGE_IN_PLACE) {   /* in place on its gradient */
             if (r) {
                 cdp_layer_io io = { .be = r->be, .B = B, .ctx = r->ctx, .layer_index = j };
+                const lowp_ws lw = lowp_ws_of(r->be, m, r->ws, B);
                 io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
+                if (lw.params) {
+                    io.lowp = 1;
+                    io.y = widen(r->be, m, ly->out, io.y, lw.y, B);
+                }
                 io.dx = GP(ro);
                 double t0 = cdp_layer_times_begin(m->times, r->be);
                 ops->bwd(ly, &io);
@@ -365,6 +416,13 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             io.layer_index = j;
             const lowp_ws lw = lowp_ws_of(r->be, m, r->ws, B);
             if (lw.params) {
+                if (ops->reads_input || ops->fuses_relu) {
+                    io.x = widen(r->be, m, ly->in, io.x, lw.x, B);
+                    if (ly->in2 >= 0)
+                        io.x2 = widen(r->be, m, ly->in2, io.x2, lw.x2, B);
+                }
+                if (ops->reads_output)
+                    io.y = widen(r->be, m, ly->out, io.y, lw.y, B);
                 lowp_operands(r->be, m, ly, &lw, &io);
                 if (ops->lowp_operands) {
                     r->be->round_bf16((size_t)B * cdp_shape_n(ly->ys), io.dy, lw.dy);
@@ -403,8 +461,11 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             ga_put(&ga, goff[ro]);
     }
     /* the previous stage's final ReLU, left to this stage */
-    if (r && r->dx && input_relu_pending(m, l) && !input_relu_fused(m, l))
-        r->be->relu_bwd((size_t)B * cdp_shape_n(m->nodes[P->in_tensor].shape), r->x, r->dx);
+    if (r && r->dx && input_relu_pending(m, l) && !input_relu_fused(m, l)) {
+        const lowp_ws lw = lowp_ws_of(r->be, m, r->ws, B);
+        const float *y = lw.params ? widen(r->be, m, P->in_tensor, r->x, lw.x, B) : r->x;
+        r->be->relu_bwd((size_t)B * cdp_shape_n(m->nodes[P->in_tensor].shape), y, r->dx);
+    }
 #undef GP
     free(where);
     free(goff);
@@ -442,14 +503,24 @@ size_t cdp_stage_layout_tensors(cdp_model *m, int l)
     }
     size_t t = 0;
     galloc ga = { .n = 0, .high = 0 };
+    /* --precision bf16: every kept tensor in bfloat16, but the logits, which
+     * the loss overwrites with their float32 gradient */
+    const int logits = root(m, m->layers[m->nlayers - 1].out);
     for (int j = P->first_layer; j < P->end_layer; j++) {
         const cdp_layer *ly = &m->layers[j];
         if (root(m, ly->out) == ly->out) {
             if (kept[ly->out]) {
                 m->node_off[ly->out] = (int)t;
-                t += cdp_shape_n(ly->ys);
+                size_t n = cdp_shape_n(ly->ys);
+                if (m->node_lowp && ly->out != logits) {
+                    m->node_lowp[ly->out] = 1;
+                    n = (n + 1) / 2;
+                }
+                t += n;
             } else {
                 m->node_off[ly->out] = -1 - (int)ga_get(&ga, cdp_shape_n(ly->ys));
+                if (m->node_lowp)   /* a forward-only tensor: float32 in the workspace */
+                    m->node_lowp[ly->out] = 0;
             }
         }
         /* a forward-only tensor's storage is free once its last reader ran */

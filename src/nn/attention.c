@@ -3,7 +3,10 @@
  * in_proj_bias), per head h of d = D/H features
  *     P_h = softmax(Q_h K_h^T / sqrt(d)),  O_h = P_h V_h,
  * the heads side by side in O [T, D], and out_proj.  Kept for the backward:
- * QKV [T, 3D], P [H, T, T] and O [T, D] per sample. */
+ * QKV [T, 3D], P [H, T, T] and O [T, D] per sample, in float32, or under
+ * --precision bf16 (ly->lowp) in bfloat16: computed in float32 in the
+ * workspace, then packed into the saved area, and widened back there for
+ * the backward. */
 #include <math.h>
 #include <stdio.h>
 #include "layers.h"
@@ -45,18 +48,26 @@ static int params(const cdp_layer *ly, cdp_param_desc *d)
     return 4;
 }
 
-static size_t save_per_sample(const cdp_layer *ly)
+/* QKV, P and O of one sample, in values */
+static size_t kept_per_sample(const cdp_layer *ly)
 {
     dims z = dims_of(ly);
     return 4 * (size_t)z.T * z.D + (size_t)z.H * z.T * z.T;
 }
 
-/* backward scratch: dO [B, T, D], dQKV [B, T, 3D], dP [B, H, T, T] */
+/* in floats: two bfloat16 values to a float under --precision bf16 */
+static size_t save_per_sample(const cdp_layer *ly)
+{
+    size_t n = kept_per_sample(ly);
+    return ly->lowp ? (n + 1) / 2 : n;
+}
+
+/* backward scratch: dO [B, T, D], dQKV [B, T, 3D], dP [B, H, T, T]; under
+ * --precision bf16 then the float32 QKV, P and O (the forward's) */
 static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
 {
     (void)be;
-    dims z = dims_of(ly);
-    return (size_t)B * (4 * (size_t)z.T * z.D + (size_t)z.H * z.T * z.T);
+    return (size_t)B * kept_per_sample(ly) * (ly->lowp ? 2 : 1);
 }
 
 /* --precision bf16: the operands of the products inside, rounded in place
@@ -73,7 +84,9 @@ typedef struct views {
     float *qkv, *P, *O;
 } views;
 
-static views views_of(const cdp_layer *ly, const cdp_layer_io *io)
+/* the parameters, and QKV, P, O at kept (the saved area, or the float32
+ * copy of a bfloat16 one) */
+static views views_of(const cdp_layer *ly, const cdp_layer_io *io, float *kept)
 {
     dims z = dims_of(ly);
     const size_t D = (size_t)z.D, B = (size_t)io->B;
@@ -82,7 +95,7 @@ static views views_of(const cdp_layer *ly, const cdp_layer_io *io)
     v.b_in = v.w_in + 3 * D * D;
     v.w_out = v.b_in + 3 * D;
     v.b_out = v.w_out + D * D;
-    v.qkv = io->save;
+    v.qkv = kept;
     v.P = v.qkv + B * z.T * 3 * D;
     v.O = v.P + B * z.H * z.T * z.T;
     return v;
@@ -93,7 +106,7 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     (void)train;
     const cdp_backend *be = io->be;
     dims z = dims_of(ly);
-    views v = views_of(ly, io);
+    views v = views_of(ly, io, ly->lowp ? io->ws : io->save);
     const int R = io->B * z.T, D3 = 3 * z.D;
     const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3;
     be->linear_fwd(R, z.D, D3, io->x, v.w_in, v.b_in, v.qkv, 0);
@@ -114,13 +127,21 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     }
     lowp(io, v.O, (size_t)R * z.D);
     be->linear_fwd(R, z.D, z.D, v.O, v.w_out, v.b_out, io->y, 0);
+    if (ly->lowp)
+        be->bf16_pack((size_t)io->B * kept_per_sample(ly), v.qkv, (uint16_t *)io->save);
 }
 
 static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 {
     const cdp_backend *be = io->be;
     dims z = dims_of(ly);
-    views v = views_of(ly, io);
+    const size_t nkept = (size_t)io->B * kept_per_sample(ly);
+    float *kept = io->save;
+    if (ly->lowp) {
+        kept = io->ws + nkept;
+        be->bf16_unpack(nkept, (const uint16_t *)io->save, kept);
+    }
+    views v = views_of(ly, io, kept);
     const int R = io->B * z.T, D3 = 3 * z.D;
     const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3, os = (size_t)z.T * z.D;
     const size_t D = (size_t)z.D;

@@ -74,6 +74,8 @@ typedef struct cdp_layer {
     cdp_init_style init;  /* linear, conv2d: whose initialisation */
     int fuse_relu;        /* linear followed by an in-place relu: one kernel */
     double drop_p;        /* dropout: the probability of zeroing an element, in [0, 1] */
+    int lowp;             /* --precision bf16: the model keeps the layer's tensors and
+                           * saved area in bfloat16 (set by the model) */
     /* set by the model: offsets in floats inside the stage's parameter
      * region (weight first, then bias; gamma then beta), of the buffers
      * (running mean, running var), of the saved area inside the stage's

@@ -94,7 +94,7 @@ static double schedule_traffic(const cdp_sched_config *c, const cdp_model *m, in
             case CDP_OP_SEND_GRAD: case CDP_OP_SEND_FULL: case CDP_OP_SEND_PARAMS:
                 b = stage_param_bytes(m, l); break;
             case CDP_OP_SEND_ACT:
-                b = m ? (double)B * cdp_stage_out(m, l) * 4.0 : 1.0; break;
+                b = m ? (double)B * cdp_stage_out_stored(m, l) * 4.0 : 1.0; break;
             case CDP_OP_SEND_DACT:
                 b = m ? (double)B * cdp_stage_in(m, l) * 4.0 : 1.0; break;
             case CDP_OP_ALLREDUCE:

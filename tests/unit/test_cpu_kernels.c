@@ -363,6 +363,19 @@ START_TEST(round_bf16_hand)
     memcpy(x, y, n * sizeof(float));
     be->round_bf16(n, x, x);
     ck_assert(memcmp(x, y, n * sizeof(float)) == 0);
+    /* bfloat16 storage: the packed halves are the rounded floats' upper
+     * bits, and unpacking gives the rounded floats back exactly */
+    uint16_t *h = malloc(n * sizeof *h);
+    fill(x, n, 13, -100, 100);
+    for (size_t k = 0; k < nc; k++)
+        x[k] = from_bits(cases[k][0]);
+    be->round_bf16(n, x, y);
+    be->bf16_pack(n, x, h);
+    for (size_t k = 0; k < n; k++)
+        ck_assert_msg(h[k] == bits_of(y[k]) >> 16, "pack of 0x%08X: 0x%04X", bits_of(x[k]), h[k]);
+    be->bf16_unpack(n, h, x);
+    ck_assert(memcmp(x, y, n * sizeof(float)) == 0);
+    free(h);
     free(x); free(y);
 }
 END_TEST
