@@ -51,6 +51,7 @@ static const struct {
 #define MAX_FILE_BYTES (16 << 20)
 #define MAX_INT 65536                 /* any width, kernel, stride, ... (mlp:'s bound) */
 #define MAX_INPUT_VALUES (1 << 28)    /* graph.c's bound on a sample */
+#define MAX_LAYERS 10000
 #define REQUIRED INT_MIN
 
 typedef struct reader {
@@ -82,6 +83,26 @@ static const char *key_of(const cdp_json *ly)
     return id ? id : str_of(ly, "name");
 }
 
+/* s for a message of one line: at most 63 bytes, control characters as
+ * '?' (a key or a name in the file may hold "\n") */
+static const char *safe(const char *s, char *buf)
+{
+    size_t n = 0;
+    for (; s && s[n] && n < 63; n++)
+        buf[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
+    buf[n] = '\0';
+    return buf;
+}
+
+/* 1 when s holds a control character */
+static int has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
+}
+
 static void shape_text(const cdp_builder *b, int t, char *buf, size_t len)
 {
     cdp_shape s = cdp_builder_shape(b, t);
@@ -100,14 +121,14 @@ static int rfail(reader *r, const char *fmt, ...)
     if (r->index >= 0) {
         const cdp_json *ly = r->all[r->index];
         const char *kind = str_of(ly, "kind"), *name = str_of(ly, "name");
-        char s1[48] = "", s2[48] = "";
+        char s1[48] = "", s2[48] = "", sk[64], sn[64];
         if (r->x >= 0)
             shape_text(r->b, r->x, s1, sizeof s1);
         if (r->x2 >= 0)
             shape_text(r->b, r->x2, s2, sizeof s2);
         snprintf(where, sizeof where, "block %d, layer %d (%.20s%s%.63s%s%s%s%s): ",
-                 r->blk[r->index], r->pos[r->index], kind ? kind : "no kind", name ? " " : "",
-                 name ? name : "", s1[0] ? ", reading " : "", s1, s2[0] ? " and " : "", s2);
+                 r->blk[r->index], r->pos[r->index], kind ? safe(kind, sk) : "no kind",
+                 name ? " " : "", name ? safe(name, sn) : "", s1[0] ? ", reading " : "", s1, s2[0] ? " and " : "", s2);
     }
     return cdp_builder_fail(r->b, "%s%s", where, msg);
 }
@@ -204,6 +225,8 @@ static int get_init(reader *r, cdp_init_style *style)
 static int among(const char *words, const char *word)
 {
     const size_t n = strlen(word);
+    if (n == 0)
+        return 0;   /* strstr would find "" everywhere, for ever */
     for (const char *p = words; (p = strstr(p, word)) != NULL; p += n)
         if ((p == words || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
             return 1;
@@ -215,11 +238,12 @@ static int fields_ok(reader *r, const cdp_json *obj, const char *words, const ch
 {
     for (size_t k = 0; k < obj->n; k++) {
         const char *key = obj->child[k].key;
+        char sk[64];
         if (!among(words, key))
-            return rfail(r, "unknown field \"%.40s\" (%s takes: %s)", key, whose, words);
+            return rfail(r, "unknown field \"%s\" (%s takes: %s)", safe(key, sk), whose, words);
         for (size_t i = 0; i < k; i++)
             if (strcmp(obj->child[i].key, key) == 0)
-                return rfail(r, "field \"%.40s\" given twice", key);
+                return rfail(r, "field \"%s\" given twice", safe(key, sk));
     }
     return 0;
 }
@@ -229,6 +253,7 @@ static int fields_ok(reader *r, const cdp_json *obj, const char *words, const ch
 static int resolve(reader *r, const char *key, int def, int *t)
 {
     const cdp_json *j = cdp_json_get(r->all[r->index], key);
+    char sr[64];
     if (!j) {
         if (def == REQUIRED)
             return rfail(r, "no \"%s\": an add reads two tensors", key);
@@ -251,12 +276,12 @@ static int resolve(reader *r, const char *key, int def, int *t)
     for (int i = r->index; i < r->nall; i++) {
         const char *k = key_of(r->all[i]);
         if (k && strcmp(k, j->str) == 0)
-            return rfail(r, "\"%s\": \"%.63s\" is made by %s (block %d, layer %d): a layer "
+            return rfail(r, "\"%s\": \"%s\" is made by %s (block %d, layer %d): a layer "
                          "reads only tensors made before it, so that the graph has no cycle",
-                         key, j->str, i == r->index ? "this layer itself" : "a later layer",
+                         key, safe(j->str, sr), i == r->index ? "this layer itself" : "a later layer",
                          r->blk[i], r->pos[i]);
     }
-    return rfail(r, "\"%s\": no layer has the id or name \"%.63s\"", key, j->str);
+    return rfail(r, "\"%s\": no layer has the id or name \"%s\"", key, safe(j->str, sr));
 }
 
 static cdp_layer_kind kind_of(const char *s)
@@ -281,20 +306,23 @@ static int layer_head(reader *r, cdp_layer_kind *kind, const char **name)
         for (int i = 0; i < CDP_LAYER_KINDS; i++)
             snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s", i ? " " : "",
                      cdp_model_file_kinds[i]);
-        return rfail(r, "unknown kind \"%.40s\" (the kinds: %s)", k->str, kinds);
+        char sk[64];
+        return rfail(r, "unknown kind \"%s\" (the kinds: %s)", safe(k->str, sk), kinds);
     }
     char words[160];
     const char *own = kind_spec[*kind].fields ? kind_spec[*kind].fields : "";
     snprintf(words, sizeof words, "kind name id in%s%s", own[0] ? " " : "", own);
     if (fields_ok(r, ly, words, k->str))
         return -1;
-    if (n && (n->type != CDP_JSON_STRING || n->len == 0 || n->len > 63))
-        return rfail(r, "\"name\": expected a module path of 1 to 63 characters");
+    if (n && (n->type != CDP_JSON_STRING || n->len == 0 || n->len > 63 || has_control(n->str)))
+        return rfail(r, "\"name\": expected a module path of 1 to 63 characters, no control "
+                     "characters");
     if (!n && kind_spec[*kind].named)
         return rfail(r, "no \"name\": a %s's tensors are named after its module path", k->str);
     if (id && (id->type != CDP_JSON_STRING || id->len == 0 || id->len > 63 ||
-               strcmp(id->str, "input") == 0))
-        return rfail(r, "\"id\": expected 1 to 63 characters, not \"input\"");
+               has_control(id->str) || strcmp(id->str, "input") == 0))
+        return rfail(r, "\"id\": expected 1 to 63 characters, no control characters, not "
+                     "\"input\"");
     for (int i = 0; id && i < r->index; i++) {
         const char *other = str_of(r->all[i], "id");
         if (other && strcmp(other, id->str) == 0)
@@ -402,6 +430,8 @@ static int list_layers(reader *r, const cdp_json *blocks)
                 return rfail(r, "block %zu, layer %zu: expected an object", k, i);
         n += (int)bl->n;   /* the parser's value limit keeps it an int */
     }
+    if (n > MAX_LAYERS)   /* references and checks look back over the layers */
+        return rfail(r, "%d layers, at most %d", n, MAX_LAYERS);
     r->all = calloc((size_t)n, sizeof *r->all);
     r->blk = calloc((size_t)n, sizeof *r->blk);
     r->pos = calloc((size_t)n, sizeof *r->pos);

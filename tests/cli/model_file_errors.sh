@@ -40,6 +40,12 @@ cases=(
     "unknown field of a kind"
     "$(desc "[[$HEAD, {\"kind\": \"relu\", \"p\": 0.5}, $TAIL]]")"
     'block 0, layer 1 (relu, reading 8x32x32): unknown field "p" (relu takes: kind name id in)'
+    "an empty field name (found by fuzz/: it hung the reader)"
+    "$(desc "[[$HEAD, {\"kind\": \"relu\", \"\": 1}, $TAIL]]")"
+    'block 0, layer 1 (relu, reading 8x32x32): unknown field "" (relu takes: kind name id in)'
+    "a field name with a newline (found by fuzz/: two lines of error)"
+    "$(desc "[[$HEAD, {\"kind\": \"relu\", \"a\\nb\": 1}, $TAIL]]")"
+    'block 0, layer 1 (relu, reading 8x32x32): unknown field "a?b" (relu takes: kind name id in)'
     "no name"
     "$(desc "[[{\"kind\": \"conv2d\", \"out_channels\": 8, \"kernel_size\": 3}, $TAIL]]")"
     'block 0, layer 0 (conv2d, reading 3x32x32): no "name": a conv2d'"'"'s tensors are named after its module path'
