@@ -7,14 +7,14 @@
 # the input that caused it is left in $FUZZ_OUT (default fuzz/out) and the
 # report printed.  SECONDS = 0 only replays the corpus.
 #   fuzz/run.sh [SECONDS] [HARNESS...]      (HARNESS: json safetensors
-#                                            checkpoint idx cifar)
+#                                            checkpoint idx cifar modelfile)
 # Installs clang and libFuzzer (Debian: clang libclang-rt-dev) when missing.
 # Environment: FUZZ_BUILD (build directory, default fuzz/build), FUZZ_OUT.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-25}
 shift || true
-harnesses=${*:-json safetensors checkpoint idx cifar}
+harnesses=${*:-json safetensors checkpoint idx cifar modelfile}
 build=${FUZZ_BUILD:-$src/fuzz/build}
 out=${FUZZ_OUT:-$src/fuzz/out}
 CC=${FUZZ_CC:-clang}
@@ -23,6 +23,7 @@ CC=${FUZZ_CC:-clang}
 max_len() {
     case $1 in
         json) echo 4096 ;;
+        modelfile) echo 16384 ;;   # a printed resnet20 is 5.6 KB
         safetensors | checkpoint) echo 8192 ;;
         idx) echo 4096 ;;
         cifar) echo 12800 ;;   # 4 records and the selector byte

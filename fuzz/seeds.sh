@@ -11,7 +11,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src}
 C="$src/fuzz/corpus"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$C"/{json,safetensors,checkpoint,idx,cifar}
+mkdir -p "$C"/{json,safetensors,checkpoint,idx,cifar,modelfile}
 find "$C" -type f ! -name 'crash-*' ! -name 'regress-*' -delete
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -89,4 +89,17 @@ put("cifar", "two-files.bin", b"\x81" + rec(1, 1) + rec(9, 2))
 put("cifar", "bad-label.bin", b"\0" + rec(10, 3))
 put("cifar", "partial.bin", b"\0" + rec(2, 4)[:1000])
 PY
+
+# model descriptions: each family as --print-model writes it, and some
+# malformed ones (tests/cli/model_file_errors.sh has more)
+M="$C/modelfile"
+"$build/cdp_run" --model mlp:16-8-10 --print-model > "$M/mlp.json"
+"$build/cdp_run" --model resnet20 --data synthetic:3x8x8 --print-model > "$M/resnet20.json"
+"$build/cdp_run" --model mobile-tiny --data synthetic:3x8x8 --print-model > "$M/mobile.json"
+"$build/cdp_run" --model vit:patch=4,dim=8,depth=1,heads=2,mlp=16 --data synthetic:3x8x8 \
+    --print-model > "$M/vit.json"
+sed 's/"in2": "t3"/"in2": "t9"/' "$M/resnet20.json" > "$M/cycle.json"
+sed 's/"kernel_size": 3/"kernel_size": 30/' "$M/mobile.json" > "$M/kernel.json"
+sed 's/"kind": "relu"}/"kind": "relu", "in": "input"}/' "$M/resnet20.json" > "$M/inplace.json"
+head -c 700 "$M/resnet20.json" > "$M/truncated.json"
 ls -l "$C"/*

@@ -18,8 +18,9 @@
  *
  * Names are PyTorch module paths ("layer1.0.conv1"): a layer's tensors in
  * the weight file are NAME.weight, NAME.bias, and so on, and no two layers
- * with parameters may share a name.  ReLU is in place: its input must be
- * read by no other layer.  Tensors are float32; a sample is NCHW as in
+ * with parameters may share a name.  ReLU and ReLU6 are in place: their
+ * input must be read by no other layer, and must not be their block's
+ * input (the previous stage's output, which its backward may read).  Tensors are float32; a sample is NCHW as in
  * PyTorch (cdp/shape.h).
  *
  * Errors: see cdp/model.h. */

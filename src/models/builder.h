@@ -35,12 +35,13 @@ int cdp_builder_init_style(cdp_builder *b, int t, cdp_init_style style);
  * rules): every block reads only its own tensors and its input (the
  * tensor the previous block made last), so that any cut into stages passes
  * one tensor across each boundary; an in-place layer is the one reader of
- * its input; every output but the last is read; no two layers with
+ * its input, which is not its block's input; every output but the last is read; no two layers with
  * parameters share a name.  Else -1 with the error set.  Drops a last
  * block left empty. */
 int cdp_builder_check(cdp_builder *b);
 
-/* A family of models, in its own file (mlp.c, resnet.c, vit.c, defined.c)
+/* A family of models, in its own file (mlp.c, resnet.c, vit.c, defined.c,
+ * model_file.c)
  * and one line of registry.c.  build adds blocks to b->m (input node 0 of
  * shape m->input): 0, or -1 with a message; default_stages: the stage
  * count when --stages is not given. */
@@ -52,10 +53,13 @@ typedef struct cdp_model_family {
     /* the k-th preset into e (name, about, input, classes): 1, or 0 past the last */
     int (*preset)(int k, cdp_model_entry *e);
     int (*build)(cdp_builder *b, const char *spec, int *default_stages);
+    /* 1 for a spec of the family that is neither a preset nor starts with
+     * form_prefix (a description file's path); NULL: none */
+    int (*claims)(const char *spec);
 } cdp_model_family;
 
 extern const cdp_model_family cdp_family_mlp, cdp_family_resnet, cdp_family_vit,
-    cdp_family_mobile, cdp_family_defined;
+    cdp_family_mobile, cdp_family_file, cdp_family_defined;
 
 /* The family that builds spec (a preset's name or its free form), or NULL. */
 const cdp_model_family *cdp_model_family_of(const char *spec);

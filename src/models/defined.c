@@ -105,5 +105,5 @@ static int build(cdp_builder *b, const char *spec, int *default_stages)
 }
 
 const cdp_model_family cdp_family_defined = {
-    "defined", NULL, NULL, NULL, preset, build,
+    "defined", NULL, NULL, NULL, preset, build, NULL,
 };

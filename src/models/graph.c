@@ -409,6 +409,15 @@ int cdp_builder_check(cdp_builder *b)
                                         "layer must be the one reader of its input",
                                         layer_label(m, j, l1, sizeof l1), ly->in,
                                         ly->in ? "another layer reads too" : "is the input");
+            /* a cut before the block makes its input the stage before's
+             * output, which that stage's backward may still read */
+            if (ops->storage == CDP_STORAGE_IN_PLACE && ly->in == input)
+                return cdp_builder_fail(b, "%s (block %d) overwrites the block's input, tensor "
+                                        "%d (%dx%dx%d): a stage boundary may fall before the "
+                                        "block; end the block before with it instead",
+                                        layer_label(m, j, l1, sizeof l1), k, input,
+                                        m->nodes[input].shape.c, m->nodes[input].shape.h,
+                                        m->nodes[input].shape.w);
         }
     }
     for (int j = 0; j + 1 < m->nlayers; j++)

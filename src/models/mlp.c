@@ -91,5 +91,5 @@ static int no_preset(int k, cdp_model_entry *e)
 const cdp_model_family cdp_family_mlp = {
     "mlp", "mlp:IN-H1-...-OUT", "mlp:",
     "Linear layers of the given widths, a ReLU after each but the last (torch.nn.Sequential)",
-    no_preset, build,
+    no_preset, build, NULL,
 };

@@ -79,5 +79,5 @@ static int preset(int k, cdp_model_entry *e)
 }
 
 const cdp_model_family cdp_family_mobile = {
-    "mobile", NULL, NULL, NULL, preset, build,
+    "mobile", NULL, NULL, NULL, preset, build, NULL,
 };

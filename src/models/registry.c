@@ -11,6 +11,7 @@ static const cdp_model_family *const families[] = {
     &cdp_family_resnet,
     &cdp_family_vit,
     &cdp_family_mobile,
+    &cdp_family_file,      /* FILE.json: a model description file */
     &cdp_family_defined,   /* the program's own (cdp_model_define), after cdp's */
 };
 #define NFAMILIES (sizeof families / sizeof *families)
@@ -19,7 +20,8 @@ const cdp_model_family *cdp_model_family_of(const char *spec)
 {
     for (size_t f = 0; f < NFAMILIES; f++) {
         const cdp_model_family *fam = families[f];
-        if (fam->form_prefix && strncmp(spec, fam->form_prefix, strlen(fam->form_prefix)) == 0)
+        if ((fam->form_prefix && strncmp(spec, fam->form_prefix, strlen(fam->form_prefix)) == 0) ||
+            (fam->claims && fam->claims(spec)))
             return fam;
         cdp_model_entry e;
         for (int k = 0; fam->preset(k, &e); k++)

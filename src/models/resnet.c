@@ -118,5 +118,5 @@ static int preset(int k, cdp_model_entry *e)
 }
 
 const cdp_model_family cdp_family_resnet = {
-    "resnet", NULL, NULL, NULL, preset, build,
+    "resnet", NULL, NULL, NULL, preset, build, NULL,
 };

@@ -155,5 +155,5 @@ static int preset(int k, cdp_model_entry *e)
 const cdp_model_family cdp_family_vit = {
     "vit", VIT_FORMAT, "vit:",
     "a Vision Transformer of the given sizes (torchvision.models.VisionTransformer)",
-    preset, build,
+    preset, build, NULL,
 };

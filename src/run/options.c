@@ -265,6 +265,7 @@ static const option_spec options[] = {
     FLAG("help", help, 1),
     FLAG("version", version, 1),
     FLAG("list-models", list_models, 1),
+    FLAG("print-model", print_model, 1),
 };
 enum { NOPTIONS = sizeof options / sizeof options[0] };
 

@@ -55,6 +55,7 @@ typedef struct cdp_options {
     int threads;             /* per rank; 0: CPUs available / ranks on the node */
     char backend[16];
     int plan;                /* print the schedule and figures, do not train */
+    int print_model;         /* print the model as a description file, do not train */
     int plan_steps;
     int verify;              /* also run the serial reference and compare */
     int layer_times;         /* --layer-times: time every layer (src/models/layer_times.h) */

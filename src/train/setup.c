@@ -21,6 +21,7 @@
 #include "run/diverge_hint.h"
 #include "exec/exec.h"
 #include "models/model.h"
+#include "models/model_file.h"
 #include "run/options.h"
 #include "io/output.h"
 #include "sched/plan.h"
@@ -126,6 +127,12 @@ int train_model_and_plan(trainer *r)
     bad = cdp_model_build(&r->mc, &r->model, r->err, sizeof r->err);
     FAIL_IF(bad, r->err);
     r->have_model = 1;
+    if (o->print_model) {
+        bad = r->root && cdp_model_print(stdout, &r->model);
+        MPI_Bcast(&bad, 1, MPI_INT, 0, r->comm->comm);
+        FAIL_IF(bad, "--print-model: cannot write to stdout");
+        return RUN_DONE;
+    }
     r->L = r->model.nstages;
     r->sc = (cdp_sched_config){ r->N, r->L, r->P, o->rule, o->framework, o->deterministic, 1 };
     if (o->plan) {

@@ -192,6 +192,10 @@ static int build_bad(cdp_builder *b, void *arg)
     }
     if (!strcmp(w, "in place shared"))
         return cdp_builder_linear(b, "fc", cdp_builder_add(b, cdp_builder_relu(b, x), x), 5);
+    if (!strcmp(w, "in place block input")) {
+        cdp_builder_block(b);
+        return cdp_builder_linear(b, "fc", cdp_builder_relu(b, x), 5);
+    }
     if (!strcmp(w, "in place input"))
         return cdp_builder_linear(b, "fc", cdp_builder_relu(b, CDP_INPUT), 5);
     if (!strcmp(w, "unread"))
@@ -232,6 +236,7 @@ START_TEST(test_build_refusals)
         { "earlier block", "add (block 2) reads tensor 1 of an earlier block" },
         { "in place shared", "relu overwrites tensor 1, which another layer reads too" },
         { "in place input", "relu overwrites tensor 0, which is the input" },
+        { "in place block input", "relu (block 1) overwrites the block's input, tensor 1 (4x8x8)" },
         { "unread", "the output of relu (tensor 2) is read by no layer" },
         { "not the last", "returned tensor 2: the logits must be the last layer's output" },
         { "few logits", "4 logits for 5 classes" },
