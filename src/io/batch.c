@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "io/batch.h"
+#include "io/image_folder.h"
 #include "util/rng.h"
 
 int cdp_batcher_init(cdp_batcher *b, const cdp_dataset *d, int N, int B, uint64_t seed, int shuffle)
@@ -43,6 +44,11 @@ void cdp_batcher_gather(cdp_batcher *b, int64_t k, int i, uint8_t *pixels, int32
     const int64_t *idx = cdp_batcher_indices(b, k, i);
     const size_t dim = (size_t)b->d->dim;
     const int aug = pixels && cdp_augment_active(&b->d->augment);
+    if (pixels && b->d->folder) {
+        /* decoded now, RandomResizedCrop and flip included */
+        cdp_image_folder_gather(b->d->folder, b->seed, b->epoch, idx, b->B, pixels);
+        pixels = NULL;
+    }
     for (int j = 0; j < b->B; j++) {
         if (aug)
             cdp_augment_sample(b->d, b->seed, b->epoch, idx[j], pixels + (size_t)j * dim);

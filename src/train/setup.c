@@ -206,7 +206,10 @@ static uint32_t data_crc32c(const cdp_data *d)
     const cdp_dataset *set[2] = { &d->train, &d->test };
     uint32_t crc = 0;
     for (int i = 0; i < 2; i++) {
-        crc = cdp_crc32c(crc, set[i]->pixels, (size_t)set[i]->n * (size_t)set[i]->dim);
+        if (set[i]->pixels)
+            crc = cdp_crc32c(crc, set[i]->pixels, (size_t)set[i]->n * (size_t)set[i]->dim);
+        else    /* decoded when used: the files' names and sizes */
+            crc = cdp_crc32c(crc, &set[i]->files_crc, sizeof set[i]->files_crc);
         crc = cdp_crc32c(crc, set[i]->labels, (size_t)set[i]->n * sizeof *set[i]->labels);
     }
     return crc;
