@@ -95,6 +95,10 @@ static int jpeg_header(tjhandle tj, const uint8_t *buf, size_t len, int *w, int 
         snprintf(why, whylen, "corrupt JPEG header: %s", tjGetErrorStr2(tj));
         return -1;
     }
+    if (*w < 1 || *h < 1) {
+        snprintf(why, whylen, "corrupt JPEG header: no image size in it (a truncated file?)");
+        return -1;
+    }
     /* PIL converts CMYK with its own formula; libjpeg-turbo cannot give
      * RGB for it: refused rather than decoded differently */
     if (cs == TJCS_CMYK || cs == TJCS_YCCK) {

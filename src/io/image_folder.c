@@ -455,6 +455,9 @@ int cdp_image_folder_open(const cdp_data_spec *spec, cdp_data *out, char *err, s
     f->n = (int64_t)files[0].n;
     f->paths = files[0].s;
     f->size = S;
+    f->resize = R;
+    f->classes = (int)classes.n;
+    f->skipped = out->skipped;
     files[0].s = NULL;
     files[0].n = 0;
     out->train.folder = f;

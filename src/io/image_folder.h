@@ -25,6 +25,9 @@ typedef struct cdp_image_folder {
     int64_t n;
     char **paths;       /* n file paths, in sample order */
     int size;           /* S: the output is 3 x S x S */
+    int resize;         /* R of the validation images' Resize */
+    int classes;
+    int64_t skipped;    /* files left out (bad=skip), both sets */
 } cdp_image_folder;
 
 /* Opens spec's folder (kind "folder") into out: the training set with

@@ -12,12 +12,14 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "config.h"
+#include "io/image_folder.h"
 #include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "util/clock.h"
 #include "io/safetensors.h"
 #include "exec/comm.h"
 #include "io/data.h"
+#include "io/image_folder.h"
 #include "run/diverge_hint.h"
 #include "exec/exec.h"
 #include "models/model.h"
@@ -417,6 +419,15 @@ static void print_banner(const trainer *r, const char *why)
     printf("  data %s: %lld train, %lld test; %lld steps/epoch, %lld steps\n", r->data.name,
            (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
            (long long)r->total);
+    const cdp_image_folder *f = r->data.train.folder;
+    if (f) {
+        printf("  folder: %d classes, training RandomResizedCrop(%d) + flip, validation "
+               "Resize(%d) + CenterCrop(%d); decoding on %d thread%s\n", f->classes, f->size,
+               f->resize, f->size, r->threads, r->threads > 1 ? "s" : "");
+        if (f->skipped)
+            printf("  folder: %lld damaged file%s left out (bad=skip)\n", (long long)f->skipped,
+                   f->skipped > 1 ? "s" : "");
+    }
     print_wrapped("  backend ", r->be->describe(), 100);
     cdp_preflight_print_hosts(stdout, &r->pf, r->comm);
     if (o->flush_denormals)
