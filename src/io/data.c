@@ -735,7 +735,8 @@ static int spec_count(const char *s, const char *name, const char *what, const c
 static int folder_spec_parse(const char *s, const char *p, cdp_data_spec *out, char *err,
                              size_t errlen)
 {
-    const char *usage = "folder:DIR[:size=S][:resize=R][:bad=error|skip]";
+    const char *usage = "folder:DIR[:size=S][:resize=R][:bad=error|skip][:decoders=T]"
+                        "[:prefetch=K]";
     size_t len = strcspn(p, ":");
     if (len == 0) {
         set_err(err, errlen, "'%s': the folder is missing (expected %s)", s, usage);
@@ -751,7 +752,7 @@ static int folder_spec_parse(const char *s, const char *p, cdp_data_spec *out, c
     while (len > 1 && out->dir[len - 1] == '/')
         out->dir[--len] = '\0';
     p += len;
-    int64_t size = 0, resize = 0;
+    int64_t size = 0, resize = 0, decoders = -1, prefetch = -1;
     int bad_given = 0;
     while (*p == ':') {
         p++;
@@ -767,6 +768,17 @@ static int folder_spec_parse(const char *s, const char *p, cdp_data_spec *out, c
             if (parse_count(p + nl, len - nl, 1, 4096, slot) != 0) {
                 set_err(err, errlen, "'%s': %.*s: expected a side in pixels in [1, 4096]", s,
                         (int)len, p);
+                return -1;
+            }
+        } else if ((len > 9 && !strncmp(p, "decoders=", 9)) ||
+                   (len > 9 && !strncmp(p, "prefetch=", 9))) {
+            int64_t *v = p[0] == 'd' ? &decoders : &prefetch;
+            if (*v >= 0) {
+                set_err(err, errlen, "'%s': %.9s is given twice", s, p);
+                return -1;
+            }
+            if (parse_count(p + 9, len - 9, 0, 256, v) != 0) {
+                set_err(err, errlen, "'%s': %.*s: expected a count in [0, 256]", s, (int)len, p);
                 return -1;
             }
         } else if (len > 4 && !strncmp(p, "bad=", 4)) {
@@ -789,6 +801,8 @@ static int folder_spec_parse(const char *s, const char *p, cdp_data_spec *out, c
         }
         p += len;
     }
+    out->decoders = decoders > 0 ? (int)decoders : 0;
+    out->prefetch = prefetch >= 0 ? (int)prefetch : 2;
     out->size = size ? (int)size : 224;
     /* torchvision's ImageNet recipe: Resize(256) for CenterCrop(224) */
     out->resize = resize ? (int)resize : (int)((out->size * 256 + 112) / 224);

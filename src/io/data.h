@@ -49,7 +49,7 @@ typedef struct cdp_data {
 
 /* A parsed --data value:
  *     fashion-mnist | mnist | cifar10 | synthetic[:CxHxW][:n=TRAIN][:test=TEST]
- *     | folder:DIR[:size=S][:resize=R][:bad=error|skip]
+ *     | folder:DIR[:size=S][:resize=R][:bad=error|skip][:decoders=T][:prefetch=K]
  * (the fields after the kind in any order, each at most once; DIR holds no
  * ':'). */
 typedef struct cdp_data_spec {
@@ -60,6 +60,9 @@ typedef struct cdp_data_spec {
     int size, resize;             /* folder: S (default 224) and R (default
                                    * round(S * 256 / 224)), R >= S */
     int skip_bad;                 /* folder: 1 with bad=skip */
+    int decoders;                 /* folder: decoders=T, threads decoding
+                                   * ahead (0: the rank's --threads) */
+    int prefetch;                 /* folder: prefetch=K steps ahead [2] */
 } cdp_data_spec;
 
 /* Opens path for reading when it is a regular file, and only then (a FIFO

@@ -456,6 +456,8 @@ int cdp_image_folder_open(const cdp_data_spec *spec, cdp_data *out, char *err, s
     f->paths = files[0].s;
     f->size = S;
     f->resize = R;
+    f->decoders = spec->decoders;
+    f->prefetch = spec->prefetch;
     f->classes = (int)classes.n;
     f->skipped = out->skipped;
     files[0].s = NULL;
@@ -515,13 +517,17 @@ void cdp_image_folder_gather(const cdp_image_folder *f, uint64_t seed, int64_t e
         cdp_image_folder_sample(f, seed, epoch, idx[j], pixels + (size_t)j * dim,
                                 errs + 512 * (size_t)j, 512);
     for (int j = 0; j < B; j++)
-        if (errs[512 * (size_t)j]) {
-            fprintf(stderr, "cdp_run: error: %s (found while training; with "
-                    "--data folder:DIR:bad=skip every file is decoded when the folder is "
-                    "opened and a damaged one left out)\n", errs + 512 * (size_t)j);
-            exit(1);
-        }
+        if (errs[512 * (size_t)j])
+            cdp_image_folder_fail(errs + 512 * (size_t)j);
     free(errs);
+}
+
+void cdp_image_folder_fail(const char *err)
+{
+    fprintf(stderr, "cdp_run: error: %s (found while training; with --data "
+            "folder:DIR:bad=skip every file is decoded when the folder is opened and a "
+            "damaged one left out)\n", err);
+    exit(1);
 }
 
 void cdp_image_folder_free(cdp_image_folder *f)

@@ -27,6 +27,9 @@ typedef struct cdp_image_folder {
     int size;           /* S: the output is 3 x S x S */
     int resize;         /* R of the validation images' Resize */
     int classes;
+    int decoders;       /* decoding threads ahead of training; 0: --threads */
+    int prefetch;       /* steps decoded ahead; 0: none, each micro-batch is
+                         * decoded when taken, on the OpenMP threads */
     int64_t skipped;    /* files left out (bad=skip), both sets */
 } cdp_image_folder;
 
@@ -48,6 +51,10 @@ int cdp_image_folder_sample(const cdp_image_folder *f, uint64_t seed, int64_t ep
  * without it and no other rank can be asked at this point. */
 void cdp_image_folder_gather(const cdp_image_folder *f, uint64_t seed, int64_t epoch,
                              const int64_t *idx, int B, uint8_t *pixels);
+
+/* The line for a training file that failed ("cdp_run: error: ERR ...") on
+ * stderr, then exit(1). */
+void cdp_image_folder_fail(const char *err) __attribute__((noreturn));
 
 void cdp_image_folder_free(cdp_image_folder *f);
 

@@ -422,8 +422,14 @@ static void print_banner(const trainer *r, const char *why)
     const cdp_image_folder *f = r->data.train.folder;
     if (f) {
         printf("  folder: %d classes, training RandomResizedCrop(%d) + flip, validation "
-               "Resize(%d) + CenterCrop(%d); decoding on %d thread%s\n", f->classes, f->size,
-               f->resize, f->size, r->threads, r->threads > 1 ? "s" : "");
+               "Resize(%d) + CenterCrop(%d)\n", f->classes, f->size, f->resize, f->size);
+        const int dt = f->decoders ? f->decoders : r->threads;
+        if (f->prefetch)
+            printf("  folder: decoding on %d thread%s, %d step%s ahead\n", dt, dt > 1 ? "s" : "",
+                   f->prefetch, f->prefetch > 1 ? "s" : "");
+        else
+            printf("  folder: decoding when taken, on the %d OpenMP thread%s (prefetch=0)\n",
+                   r->threads, r->threads > 1 ? "s" : "");
         if (f->skipped)
             printf("  folder: %lld damaged file%s left out (bad=skip)\n", (long long)f->skipped,
                    f->skipped > 1 ? "s" : "");

@@ -101,7 +101,7 @@ int main(int argc, char **argv)
         printf("flip %d\n", cdp_rand_unit(seed, CDP_STREAM_AUG_FLIP ^ cdp_mix64((uint64_t)epoch),
                                           (uint64_t)index) < 0.5f);
         /* the folder's own sample path: INDEX + 1 entries, all FILE */
-        cdp_image_folder f = {index + 1, calloc((size_t)index + 1, sizeof(char *)), S, S, 1, 0};
+        cdp_image_folder f = {index + 1, calloc((size_t)index + 1, sizeof(char *)), S, S, 1, 0, 0, 0};
         if (!f.paths)
             die("out of memory");
         for (int64_t i = 0; i <= index; i++)

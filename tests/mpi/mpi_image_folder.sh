@@ -1,6 +1,7 @@
 # --data folder:DIR on a folder of JPEG and PNG files written by
 # examples/make_image_folder.py: cdp-v1 and cdp-v2 bitwise identical on 1, 2
-# and 3 ranks, with 1 and 2 threads, and equal to the serial reference
+# and 3 ranks, with 1 and 2 threads, decoded ahead on 1 to 3 threads or
+# when taken, and equal to the serial reference
 # (every sample's RandomResizedCrop and flip come from (seed, epoch, index),
 # whoever decodes it); damaged files, a FIFO and a wrong layout are one error
 # line naming the file; bad=skip leaves them out and says how many.
@@ -32,12 +33,29 @@ for rule in cdp-v1 cdp-v2; do
         || fail "folder $rule with 2 threads did not run"
     same $M "$TMP/$rule-t2.st" "$TMP/$rule-1.st" 0 "folder $rule: 2 decoding threads bitwise equal to 1"
 done
+# decoding when taken (on the OpenMP threads) or on more threads further
+# ahead: the same bits, on 1 and 3 ranks
+for pf in prefetch=0 decoders=3:prefetch=5; do
+    for np in 1 3; do
+        run $np ${common/size=16/size=16:$pf} --rule cdp-v2 --threads 2 --save-weights "$TMP/$pf-$np.st" \
+            >/dev/null || fail "folder $pf on $np ranks did not run"
+        same $M "$TMP/$pf-$np.st" "$TMP/cdp-v2-1.st" 0 "folder $pf, $np ranks x 2 threads: bitwise equal to the default"
+    done
+done
+out=$(run_summary 2 $common --rule cdp-v2)
+w=$(echo "$out" | sed -n 's/.*"data_wait_s": \([0-9.e-]*\).*/\1/p')
+if [ -n "$w" ]; then
+    pass "--metrics summary: data_wait_s $w"
+else
+    fail "--metrics summary lacks data_wait_s: $out"
+fi
 # the draws must matter: another seed gives other crops (and weights)
 run 1 $common --rule cdp-v2 --seed 7 --save-weights "$TMP/seed7.st" >/dev/null || fail "--seed 7"
 differ $M "$TMP/seed7.st" "$TMP/cdp-v2-1.st" "folder: another --seed"
 out=$(run 1 ${common/--quiet/} --rule cdp-v2 --steps 1 2>&1)
-if echo "$out" | grep -q "data folder: 96 train, 24 test" && echo "$out" | grep -q "4 classes.*decod"; then
-    pass "banner: $(echo "$out" | grep "classes")"
+if echo "$out" | grep -q "data folder: 96 train, 24 test" && echo "$out" | grep -q "4 classes" &&
+   echo "$out" | grep -q "decoding on 1 thread, 2 steps ahead"; then
+    pass "banner: $(echo "$out" | grep "folder:" | tr '\n' ' ')"
 else
     fail "banner lacks the folder's counts, classes or decoding threads: $out"
 fi
