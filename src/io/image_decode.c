@@ -147,54 +147,93 @@ done:
 /* ------------------------------------------------------------------- PNG */
 
 #ifdef HAVE_LIBPNG
+/* libpng's classic API: its simplified one converts a file's gAMA to sRGB
+ * (up to 72 levels off PIL, which keeps the stored values, on a file of
+ * gamma 1.0), this one changes the values only as asked below. */
+typedef struct png_src {
+    const uint8_t *buf;
+    size_t len, at;
+    char *why;
+    size_t whylen;
+} png_src;
+
+static void png_read_mem(png_structp png, png_bytep out, size_t n)
+{
+    png_src *s = png_get_io_ptr(png);
+    if (n > s->len - s->at)
+        png_error(png, "truncated: the file ends inside the image data");
+    memcpy(out, s->buf + s->at, n);
+    s->at += n;
+}
+
+static void png_fail(png_structp png, png_const_charp msg)
+{
+    png_src *s = png_get_error_ptr(png);
+    snprintf(s->why, s->whylen, "corrupt or truncated PNG: %s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_quiet(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
+
 static int png_decode(const uint8_t *buf, size_t len, cdp_image *out, int probe_only,
                       char *why, size_t whylen)
 {
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_memory(&img, buf, len)) {
-        snprintf(why, whylen, "corrupt PNG: %s", img.message);
-        return -1;
-    }
+    png_src src = {buf, len, 0, why, whylen};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_quiet);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    png_bytep *volatile rows = NULL;
+    uint8_t *volatile px = NULL;
     int rc = -1;
-    /* libpng's simplified reader turns 16-bit samples into 8-bit sRGB with
-     * its own gamma arithmetic, PIL another way: refused, not approximated */
-    if (img.format & PNG_FORMAT_FLAG_LINEAR) {
-        snprintf(why, whylen, "16-bit PNG: only 8-bit PNGs are decoded");
+    if (!info) {
+        snprintf(why, whylen, "out of memory starting the PNG decoder");
         goto done;
     }
-    if (check_size((int)img.width, (int)img.height, why, whylen) != 0)
+    if (setjmp(png_jmpbuf(png))) {
+        free(px);
+        px = NULL;
         goto done;
-    out->width = (int)img.width;
-    out->height = (int)img.height;
+    }
+    png_set_read_fn(png, &src, png_read_mem);
+    png_read_info(png, info);
+    const int w = (int)png_get_image_width(png, info), h = (int)png_get_image_height(png, info);
+    /* PIL reads 16-bit samples its own way: refused, not approximated */
+    if (png_get_bit_depth(png, info) == 16) {
+        snprintf(why, whylen, "16-bit PNG: only PNGs of 8 bits or fewer per sample are decoded");
+        goto done;
+    }
+    if (check_size(w, h, why, whylen) != 0)
+        goto done;
+    out->width = w;
+    out->height = h;
     if (probe_only) {
         rc = 0;
         goto done;
     }
-    /* alpha is read and then dropped: convert("RGB") keeps the colour
-     * channels as they are, it does not composite onto a background */
-    const int alpha = (img.format & PNG_FORMAT_FLAG_ALPHA) != 0;
-    img.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-    const size_t px = (size_t)img.width * img.height, ch = alpha ? 4 : 3;
-    uint8_t *tmp = malloc(px * ch);
-    if (!tmp) {
-        snprintf(why, whylen, "out of memory for a %u x %u image", img.width, img.height);
+    /* convert("RGB"): palette and low-depth grey expanded, grey repeated,
+     * alpha (and tRNS) dropped without compositing */
+    png_set_expand(png);
+    png_set_gray_to_rgb(png);
+    png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != (size_t)w * 3)
+        png_error(png, "unexpected row size after conversion to RGB");
+    px = malloc((size_t)w * h * 3);
+    rows = malloc((size_t)h * sizeof *rows);
+    if (!px || !rows) {
+        snprintf(why, whylen, "out of memory for a %d x %d image", w, h);
+        free(px);
+        px = NULL;
         goto done;
     }
-    if (!png_image_finish_read(&img, NULL, tmp, 0, NULL)) {
-        snprintf(why, whylen, "corrupt or truncated PNG data: %s", img.message);
-        free(tmp);
-        goto done;
-    }
-    if (alpha) {
-        for (size_t i = 0; i < px; i++)
-            memmove(tmp + 3 * i, tmp + 4 * i, 3);
-    }
-    out->rgb = tmp;
+    for (int y = 0; y < h; y++)
+        rows[y] = px + (size_t)y * w * 3;
+    png_read_image(png, rows);
+    out->rgb = px;
     rc = 0;
 done:
-    png_image_free(&img);
+    free(rows);
+    png_destroy_read_struct(png ? &png : NULL, info ? &info : NULL, NULL);
     return rc;
 }
 #endif

@@ -2,7 +2,8 @@
 """cdp's image decoding and transforms against PIL and torchvision.
 
 On images written here with PIL (RGB JPEGs at 4:2:0 and 4:4:4, progressive,
-greyscale; PNGs RGB, RGBA, palette, greyscale; sizes from 5 x 7 to 300 x 30,
+greyscale; PNGs RGB, RGBA, palette, greyscale, 1-bit, gamma 1.0; sizes from
+5 x 7 to 300 x 30,
 so that RandomResizedCrop also takes its centre-crop fallback and upsamples),
 tests/lib/image_probe gives cdp's results and this script compares them:
 
@@ -27,9 +28,11 @@ Usage: torch_image_folder.py --probe BUILDDIR/tests/lib/image_probe
 import argparse
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 try:
     import numpy as np
@@ -86,6 +89,24 @@ def make_images(d):
     out.append(p)
     p = os.path.join(d, "grey.png")
     base(26, 31).convert("L").save(p)
+    out.append(p)
+    p = os.path.join(d, "bits1.png")
+    base(29, 23).convert("1").save(p)
+    out.append(p)
+    # gAMA 1.0: PIL keeps the stored values (libpng's simplified reader would
+    # convert them to sRGB)
+    w, h = 34, 27
+    a = np.asarray(base(w, h))
+    raw = b"".join(b"\0" + a[y].tobytes() for y in range(h))
+
+    def chunk(t, data):
+        return (struct.pack(">I", len(data)) + t + data +
+                struct.pack(">I", zlib.crc32(t + data) & 0xffffffff))
+    p = os.path.join(d, "gamma.png")
+    with open(p, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+                chunk(b"gAMA", struct.pack(">I", 100000)) + chunk(b"IDAT", zlib.compress(raw)) +
+                chunk(b"IEND", b""))
     out.append(p)
     return out
 
