@@ -5,7 +5,6 @@
  * in err; nothing is printed and nothing exits.  On failure the output is
  * left zeroed and everything allocated on the way is freed. */
 #include "io/data.h"
-#include "io/batch.h"
 #include "io/image_folder.h"
 #include "util/rng.h"
 
@@ -1213,7 +1212,7 @@ int cdp_data_set_transforms(cdp_data *d, const cdp_augment *augment, int norm_co
         return -1;
     }
     const int C = d->train.channels;
-    if (d->train.folder && cdp_augment_active(augment)) {
+    if (d->train.folder && augment && (augment->crop_pad || augment->flip)) {
         set_err(err, errlen, "--augment: the training images of --data folder are already "
                 "RandomResizedCrop and RandomHorizontalFlip (drop --augment)");
         return -1;

@@ -1,6 +1,9 @@
 /* JPEG (libjpeg-turbo's TurboJPEG API) and PNG (libpng's simplified API)
  * into RGB bytes; see io/image_decode.h. */
+/* HAVE_TURBOJPEG, HAVE_LIBPNG: from configure, or -D (fuzz/run.sh) */
+#ifdef HAVE_CONFIG_H
 #include "config.h"
+#endif
 #include "io/image_decode.h"
 
 #include <stdio.h>
@@ -261,8 +264,13 @@ static int decode(const uint8_t *buf, size_t len, cdp_image *out, int probe_only
             unsupported(buf, len, why, whylen);
         rc = -1;
     }
-    if (rc != 0)
+    if (rc != 0) {
         cdp_image_free(out);
+        /* one line: the libraries' messages are quoted as they come */
+        for (char *p = why; *p; p++)
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+    }
     return rc;
 }
 
