@@ -39,9 +39,10 @@ int main(int argc, char **argv)
         cdp_prefetch_get(p, k, 0, px);
     const double dt = cdp_now_s() - t1;
     const double ips = (double)(steps * B) / dt;
-    printf("cdp: %lld images of %s, S=%d, %d decoding threads, B=%d, %d ahead: %.3f s, %.1f "
-           "images/s (opening: %.3f s, validation decoded, training headers read)\n",
-           (long long)(steps * B), argv[1], S, T, B, K, dt, ips, t_open);
+    printf("cdp: %lld images of %s, S=%d, %d decoding thread%s (and the asking one), B=%d, "
+           "%d ahead: %.3f s, %.1f images/s (opening: %.3f s, validation decoded, training "
+           "headers read)\n", (long long)(steps * B), argv[1], S, T, T == 1 ? "" : "s", B, K, dt,
+           ips, t_open);
     printf("result\tfolder-decode\tcdp S=%d T=%d B=%d\timages_per_s\t%.1f\timages/s\n", S, T, B, ips);
     cdp_prefetch_free(p);
     free(px);
