@@ -10,12 +10,16 @@
  *       floats with 9 digits: exact), "box TOP LEFT H W" and "flip F";
  *       OUT: the training sample as the batcher gives it for sample INDEX
  *       of a folder whose every file is FILE, CHW
+ *   image_probe list DIR
+ *       opens DIR as --data folder:DIR:size=4 does and prints the training
+ *       samples in order, "LABEL PATH" (PATH relative to DIR/train)
  *
  * Exit 0, or 1 with "image_probe: PROBLEM" on stderr. */
 #include "io/image_decode.h"
 #include "io/image_folder.h"
 #include "io/transforms.h"
 #include "io/batch.h"
+#include "io/data.h"
 #include "util/rng.h"
 
 #include <stdio.h>
@@ -112,6 +116,18 @@ int main(int argc, char **argv)
         spill(argv[7], out, (size_t)3 * S * S);
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[1], "list")) {
+        char spec[1200];
+        snprintf(spec, sizeof spec, "folder:%s:size=4", argv[2]);
+        cdp_data d;
+        if (cdp_data_open(spec, NULL, 1, 1, 0, &d, why, sizeof why))
+            die(why);
+        const size_t skip = strlen(argv[2]) + strlen("/train/");
+        for (int64_t i = 0; i < d.train.n; i++)
+            printf("%d %s\n", (int)d.train.labels[i], d.train.folder->paths[i] + skip);
+        cdp_data_free(&d);
+        return 0;
+    }
     die("usage: image_probe decode FILE OUT | val FILE S R OUT | "
-        "train FILE S SEED EPOCH INDEX OUT");
+        "train FILE S SEED EPOCH INDEX OUT | list DIR");
 }

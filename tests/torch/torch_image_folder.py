@@ -17,6 +17,11 @@ tests/lib/image_probe gives cdp's results and this script compares them:
            resized_crop of that box, flipped when cdp flips, must equal
            cdp's sample within VAL_TOL
 
+  layout   the training samples and labels of a folder with nested
+           sub-folders, names that sort differently by bytes and by case,
+           upper-case extensions, and files that are not images by name:
+           cdp's order must be ImageFolder's
+
 A negative control checks that the comparison can fail: torchvision's
 Resize(R + 1) must differ from cdp's Resize(R) on some image.
 
@@ -153,6 +158,37 @@ def torchvision_box(pil, draws):
         torch.empty, torch.randint = saved
 
 
+def layout_check(probe_bin, tmp):
+    """cdp's sample list against torchvision.datasets.ImageFolder's."""
+    import torchvision.datasets as D
+    root = os.path.join(tmp, "layout")
+    files = ["train/B/x.jpg", "train/a/z.JPG", "train/a/a.b/y.jpg", "train/a/a/k.jpeg",
+             "train/a/a-b.png", "train/a/a.png", "train/a/a/b/q.Png", "train/a/notes.txt",
+             "train/a.b/m.jpg", "train/a_b/n.jpg", "train/a_b/sub/o.webp.jpg",
+             "train/a_b/README", "val/B/v.jpg", "val/a/v.jpg", "val/a.b/v.jpg",
+             "val/a_b/v.jpg"]
+    im = Image.new("RGB", (6, 5), (10, 20, 30))
+    for f in files:
+        p = os.path.join(root, f)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        if f.endswith(("txt", "README")):
+            open(p, "w").write("not an image\n")
+        else:
+            im.save(p, "PNG" if f.lower().endswith("png") else "JPEG")
+    ref = [(lab, os.path.relpath(p, os.path.join(root, "train")))
+           for p, lab in D.ImageFolder(os.path.join(root, "train")).samples]
+    got = []
+    for line in probe([probe_bin, "list", root]).splitlines():
+        lab, path = line.split(" ", 1)
+        got.append((int(lab), path))
+    print("layout: %d samples, %d classes; ImageFolder's order: %s"
+          % (len(ref), len({lab for lab, _ in ref}), " ".join(p for _, p in ref)))
+    if got != ref:
+        print("FAIL: cdp's samples %s differ from ImageFolder's" % got)
+        return 1
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--probe", required=True)
@@ -226,6 +262,7 @@ def main():
                     print("FAIL: %s epoch %d index %d box %s flip %d: pixels differ from "
                           "torchvision by %d" % (name, epoch, index, box, flip, d))
                     bad += 1
+        bad += layout_check(a.probe, tmp)
         print("train: %d boxes equal to torchvision's (%d by the centre-crop fallback), "
               "%d flipped" % (boxes - bad, fallback, flips))
         print("worst: " + ", ".join("%s %d" % kv for kv in worst.items()))
