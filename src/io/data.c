@@ -50,10 +50,9 @@
 /* Default synthetic training sets stay under this many pixel bytes. */
 #define SYN_DEFAULT_BYTES ((int64_t)256 << 20)
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define set_err cdp_data_err
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void cdp_data_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0)
         return;

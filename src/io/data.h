@@ -65,6 +65,11 @@ typedef struct cdp_data_spec {
     int prefetch;                 /* folder: prefetch=K steps ahead [2] */
 } cdp_data_spec;
 
+/* One line into err (printf's format; a newline, which a path may hold,
+ * becomes a space): the loaders' messages. */
+void cdp_data_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Opens path for reading when it is a regular file, and only then (a FIFO
  * is not opened for a blocking read): the descriptor, or -1 with one line
  * "PATH: problem" in err. */

@@ -9,7 +9,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,21 +21,7 @@
 /* Largest image file read. */
 #define MAX_FILE_BYTES ((int64_t)1 << 30)
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    for (char *p = err; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-}
+#define set_err cdp_data_err
 
 /* ------------------------------------------------------------ the layout */
 
