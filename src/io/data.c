@@ -904,6 +904,16 @@ int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t err
     return 0;
 }
 
+void cdp_data_spec_numerics(const char *spec, char *buf, size_t len)
+{
+    cdp_data_spec s;
+    if (strncmp(spec, "folder:", 7) || cdp_data_spec_parse(spec, &s, NULL, 0) != 0)
+        snprintf(buf, len, "%s", spec);
+    else
+        snprintf(buf, len, "folder:size=%d:resize=%d%s", s.size, s.resize,
+                 s.skip_bad ? ":bad=skip" : "");
+}
+
 void cdp_data_synthetic_counts(const cdp_data_spec *s, int dim, int64_t step_samples,
                                int64_t *train_n, int64_t *test_n)
 {

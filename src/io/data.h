@@ -65,6 +65,12 @@ typedef struct cdp_data_spec {
     int prefetch;                 /* folder: prefetch=K steps ahead [2] */
 } cdp_data_spec;
 
+/* The part of --data value spec that fixes the samples' bytes, into buf:
+ * spec itself, but for folder "folder:size=S:resize=R[:bad=skip]" (DIR is
+ * where the files are, like --data-dir, and decoders= and prefetch= change
+ * no bit).  A checkpoint resumes under the same. */
+void cdp_data_spec_numerics(const char *spec, char *buf, size_t len);
+
 /* One line into err (printf's format; a newline, which a path may hold,
  * becomes a space): the loaders' messages. */
 void cdp_data_err(char *err, size_t errlen, const char *fmt, ...)

@@ -49,6 +49,12 @@ if [ -n "$w" ]; then
 else
     fail "--metrics summary lacks data_wait_s: $out"
 fi
+# a checkpoint of the default resumes with other decoding settings (they
+# change no bit, so they are not in the options a resume checks)
+run 1 ${common/--steps 10/--steps 6} --rule cdp-v2 --checkpoint "$TMP/ck.st" >/dev/null || fail "folder: --checkpoint"
+run 1 ${common/size=16/size=16:prefetch=0} --rule cdp-v2 --checkpoint "$TMP/ck.st" --resume "$TMP/ck.st" \
+    --save-weights "$TMP/resumed.st" >/dev/null || fail "folder: --resume with prefetch=0 refused"
+same $M "$TMP/resumed.st" "$TMP/cdp-v2-1.st" 0 "folder: 6 steps, resumed with prefetch=0 to 10: bitwise the 10-step run"
 # the draws must matter: another seed gives other crops (and weights)
 run 1 $common --rule cdp-v2 --seed 7 --save-weights "$TMP/seed7.st" >/dev/null || fail "--seed 7"
 differ $M "$TMP/seed7.st" "$TMP/cdp-v2-1.st" "folder: another --seed"
