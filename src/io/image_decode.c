@@ -56,15 +56,17 @@ static void unsupported(const uint8_t *b, size_t n, char *why, size_t whylen)
     else if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) what = "a GIF image";
     if (n == 0)
         snprintf(why, whylen, "empty file, not an image");
+    else if (what && *cdp_image_formats())
+        snprintf(why, whylen, "%s: only %s files are decoded", what, cdp_image_formats());
     else if (what)
-        snprintf(why, whylen, "%s: this build decodes only %s", what,
-                 *cdp_image_formats() ? cdp_image_formats() : "no format (configure found "
-                 "neither libturbojpeg nor libpng)");
+        snprintf(why, whylen, "%s: this build decodes no image format (configure found "
+                 "neither libturbojpeg nor libpng)", what);
     else
         snprintf(why, whylen, "not an image (neither a JPEG nor a PNG signature)");
 }
 
-static int check_size(int w, int h, char *why, size_t whylen)
+/* (unused in a build with no decoder) */
+static __attribute__((unused)) int check_size(int w, int h, char *why, size_t whylen)
 {
     if (w < 1 || h < 1 || w > CDP_IMAGE_MAX_SIDE || h > CDP_IMAGE_MAX_SIDE ||
         (int64_t)w * h > CDP_IMAGE_MAX_PIXELS) {
@@ -245,6 +247,7 @@ static int decode(const uint8_t *buf, size_t len, cdp_image *out, int probe_only
                   char *why, size_t whylen)
 {
     memset(out, 0, sizeof *out);
+    (void)probe_only;
     int rc = -2;
 #ifdef HAVE_TURBOJPEG
     if (is_jpeg(buf, len))
