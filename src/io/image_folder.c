@@ -238,9 +238,10 @@ static int scan_split(const char *root, strlist *classes, int find_classes, strl
 
 /* ---------------------------------------------------------- the files */
 
-/* The bytes of the file at path (*len of them, malloc'd), or NULL with
- * "PATH: problem" in err. */
-static uint8_t *read_file(const char *path, size_t *len, char *err, size_t errlen)
+/* The first `limit` bytes of the file at path (0: all of them; *len of
+ * them, malloc'd; *size: the file's), or NULL with "PATH: problem" in err. */
+static uint8_t *read_file(const char *path, size_t limit, size_t *len, int64_t *size,
+                          char *err, size_t errlen)
 {
     int fd = cdp_open_regular(path, err, errlen);
     if (fd < 0)
@@ -252,14 +253,16 @@ static uint8_t *read_file(const char *path, size_t *len, char *err, size_t errle
                 ? "larger than 1 GiB, not read" : strerror(errno));
         goto fail;
     }
-    buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+    *size = st.st_size;
+    const size_t want = limit && limit < (size_t)st.st_size ? limit : (size_t)st.st_size;
+    buf = malloc(want ? want : 1);
     if (!buf) {
         set_err(err, errlen, "%s: out of memory for %lld bytes", path, (long long)st.st_size);
         goto fail;
     }
     size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0) {
@@ -278,17 +281,30 @@ fail:
     return NULL;
 }
 
-/* Reads and decodes path into im.  0, or -1 with "PATH: problem". */
+/* A header is looked for in this many first bytes of a file, then, if
+ * not found there, in the whole file: opening a folder reads a fraction of
+ * each training file. */
+#define PROBE_BYTES ((size_t)16 << 10)
+
+/* Reads and decodes path into im (probe_only: its size only).  0, or -1
+ * with "PATH: problem". */
 static int load_image(const char *path, cdp_image *im, int probe_only, char *err, size_t errlen)
 {
     size_t len = 0;
+    int64_t size = 0;
     memset(im, 0, sizeof *im);
-    uint8_t *buf = read_file(path, &len, err, errlen);
+    uint8_t *buf = read_file(path, probe_only ? PROBE_BYTES : 0, &len, &size, err, errlen);
     if (!buf)
         return -1;
     char why[512];
     int rc = probe_only ? cdp_image_probe(buf, len, &im->width, &im->height, why, sizeof why)
                         : cdp_image_decode(buf, len, im, why, sizeof why);
+    if (rc != 0 && probe_only && (int64_t)len < size) {
+        free(buf);
+        if (!(buf = read_file(path, 0, &len, &size, err, errlen)))
+            return -1;
+        rc = cdp_image_probe(buf, len, &im->width, &im->height, why, sizeof why);
+    }
     free(buf);
     if (rc != 0)
         set_err(err, errlen, "%s: %s", path, why);
@@ -319,29 +335,43 @@ static int check_files(strlist *files, int32_t *labels, int S, int R, uint8_t *p
 {
     const int64_t n = (int64_t)files->n;
     const size_t dim = (size_t)3 * S * S;
-    char *errs = calloc((size_t)n, 256);
+    char **errs = calloc((size_t)n, sizeof *errs);   /* a failure's line, else NULL */
     if (!errs) {
         set_err(err, errlen, "out of memory checking %lld image files", (long long)n);
         return -1;
     }
+    int oom = 0;
     #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t i = 0; i < n; i++) {
         cdp_image im;
-        if (pixels) {
-            val_image(files->s[i], S, R, pixels + (size_t)i * dim, errs + 256 * i, 256);
-        } else if (load_image(files->s[i], &im, !skip, errs + 256 * i, 256) == 0) {
+        char e[512] = "";
+        if (pixels)
+            val_image(files->s[i], S, R, pixels + (size_t)i * dim, e, sizeof e);
+        else if (load_image(files->s[i], &im, !skip, e, sizeof e) == 0)
             cdp_image_free(&im);
+        if (e[0] && !(errs[i] = strdup(e))) {
+            #pragma omp atomic write
+            oom = 1;
         }
     }
-    int64_t kept = 0, bad = 0;
+    int64_t kept = 0, bad = 0, first = -1;
+    for (int64_t i = 0; i < n && first < 0; i++)
+        if (errs[i] && !skip)
+            first = i;
+    if (oom || first >= 0) {
+        if (oom)
+            set_err(err, errlen, "out of memory checking %lld image files", (long long)n);
+        else
+            set_err(err, errlen, "%s (a damaged file can be left out with "
+                    "--data folder:DIR:bad=skip)", errs[first]);
+        for (int64_t i = 0; i < n; i++)
+            free(errs[i]);
+        free(errs);
+        return -1;
+    }
     for (int64_t i = 0; i < n; i++) {
-        if (errs[256 * i]) {
-            if (!skip) {
-                set_err(err, errlen, "%s (a damaged file can be left out with "
-                        "--data folder:DIR:bad=skip)", errs + 256 * i);
-                free(errs);
-                return -1;
-            }
+        if (errs[i]) {
+            free(errs[i]);
             free(files->s[i]);
             bad++;
             continue;

@@ -96,6 +96,17 @@ if [ $? -eq 0 ] && echo "$out" | grep -q "data folder: 95 train" &&
 else
     fail "bad=skip did not leave the cut file out: $out"
 fi
+# a header past the first 16 KiB read when opening (a 40 kB ICC profile):
+# the whole file is read then, and it trains
+bad icc; "$PY" -c "import os, sys
+from PIL import Image
+Image.new('RGB', (30, 20), (9, 99, 199)).save(sys.argv[1], icc_profile=os.urandom(40000))" \
+    "$TMP/icc/train/class00/00000.jpg"
+if out=$(run 1 --data "folder:$TMP/icc:size=16" $short --no-shuffle 2>&1); then
+    pass "a JPEG whose header ends past 16 KiB opens and trains"
+else
+    fail "a JPEG with a 40 kB ICC profile: $out"
+fi
 bad noval; rm -r "$TMP/noval/val"
 one_error 1 "noval/val: No such file" --data "folder:$TMP/noval:size=16" $short
 bad classes; mv "$TMP/classes/val/class03" "$TMP/classes/val/other"
