@@ -41,6 +41,8 @@ static cdp_shape data_kind_shape(const char *spec)
     char e[256];
     if (cdp_data_spec_parse(spec, &ds, e, sizeof e) == 0 && ds.channels > 0)
         return (cdp_shape){ ds.channels, ds.height, ds.width };
+    if (cdp_data_spec_parse(spec, &ds, e, sizeof e) == 0 && !strcmp(ds.kind, "folder"))
+        return (cdp_shape){ 3, ds.size, ds.size };
     if (!strncmp(spec, "cifar10", 7))
         return (cdp_shape){ 3, 32, 32 };
     return (cdp_shape){ 1, 28, 28 };

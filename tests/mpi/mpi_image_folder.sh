@@ -116,4 +116,11 @@ one_error 1 "emptyclass/train/class02: no image files" --data "folder:$TMP/empty
 one_error 1 "size=0" --data "folder:$IMG:size=0" $short
 one_error 1 "resize=8 is smaller than size=16" --data "folder:$IMG:size=16:resize=8" $short
 one_error 1 "drop --augment" --data "folder:$IMG:size=16" --augment flip $short
+one_error 1 "drop --data-dir" --data "folder:$IMG:size=16" --data-dir "$IMG" $short
+out=$("$CDP" --plan --data "folder:$IMG:size=40" --model resnet18 --workers 2 --stages 2 2>&1)
+if echo "$out" | grep -q "input 3x40x40"; then
+    pass "--plan takes the folder's image shape: $(echo "$out" | grep "input")"
+else
+    fail "--plan on a folder: $out"
+fi
 finish
