@@ -423,8 +423,8 @@ static void print_banner(const trainer *r, const char *why)
            (long long)r->total);
     const cdp_image_folder *f = r->data.train.folder;
     if (f) {
-        printf("  folder: %d classes, training RandomResizedCrop(%d) + flip, validation "
-               "Resize(%d) + CenterCrop(%d)\n", f->classes, f->size, f->resize, f->size);
+        printf("  folder: %d classes; train RandomResizedCrop(%d) + flip, val Resize(%d) + "
+               "CenterCrop(%d)\n", f->classes, f->size, f->resize, f->size);
         const int dt = f->decoders ? f->decoders : r->threads;
         if (f->prefetch)
             printf("  folder: decoding on %d thread%s, %d step%s ahead\n", dt, dt > 1 ? "s" : "",
