@@ -7,14 +7,14 @@
 # the input that caused it is left in $FUZZ_OUT (default fuzz/out) and the
 # report printed.  SECONDS = 0 only replays the corpus.
 #   fuzz/run.sh [SECONDS] [HARNESS...]      (HARNESS: json safetensors
-#                                            checkpoint idx cifar modelfile)
+#                                            checkpoint idx cifar modelfile image)
 # Installs clang and libFuzzer (Debian: clang libclang-rt-dev) when missing.
 # Environment: FUZZ_BUILD (build directory, default fuzz/build), FUZZ_OUT.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-25}
 shift || true
-harnesses=${*:-json safetensors checkpoint idx cifar modelfile}
+harnesses=${*:-json safetensors checkpoint idx cifar modelfile image}
 build=${FUZZ_BUILD:-$src/fuzz/build}
 out=${FUZZ_OUT:-$src/fuzz/out}
 CC=${FUZZ_CC:-clang}
@@ -27,6 +27,7 @@ max_len() {
         safetensors | checkpoint) echo 8192 ;;
         idx) echo 4096 ;;
         cifar) echo 12800 ;;   # 4 records and the selector byte
+        image) echo 16384 ;;
     esac
 }
 
@@ -53,8 +54,9 @@ fi
 # the reader sources and what they need to build a model (mlp)
 # (whole folders, so a new model or layer file cannot leave the link short)
 lib="src/io/json.c src/io/safetensors.c src/io/checkpoint.c src/io/data.c src/io/output.c src/io/stale_tmp.c
+src/io/image_decode.c src/io/transforms.c src/io/image_folder.c
 src/optim/optim.c $(cd "$src" && ls src/util/*.c src/models/*.c src/nn/*.c)"
-flags="-g -O1 -std=c11 -D_GNU_SOURCE -fno-omit-frame-pointer -fno-sanitize-recover=all"
+flags="-g -O1 -std=c11 -D_GNU_SOURCE -DHAVE_TURBOJPEG -DHAVE_LIBPNG -fno-omit-frame-pointer -fno-sanitize-recover=all"
 mkdir -p "$build" "$out"
 objs=""
 for f in $lib; do
@@ -66,7 +68,7 @@ for f in $lib; do
 done | xargs -P "$(nproc)" -I{} sh -c '{}'
 for h in $harnesses; do
     "$CC" $flags -fsanitize=fuzzer,address,undefined -I"$src/include" -I"$src/src" "$src/fuzz/fuzz_$h.c" \
-        $objs -lz -lm -o "$build/fuzz_$h"
+        $objs -lturbojpeg -lpng16 -lz -lm -o "$build/fuzz_$h"
 done
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}

@@ -102,4 +102,34 @@ sed 's/"in2": "t3"/"in2": "t9"/' "$M/resnet20.json" > "$M/cycle.json"
 sed 's/"kernel_size": 3/"kernel_size": 30/' "$M/mobile.json" > "$M/kernel.json"
 sed 's/"kind": "relu"}/"kind": "relu", "in": "input"}/' "$M/resnet20.json" > "$M/inplace.json"
 head -c 700 "$M/resnet20.json" > "$M/truncated.json"
+# images: a byte s (sizes and seed, fuzz/fuzz_image.c), then a JPEG or PNG
+# file written by Pillow (/usr/bin/python3 has it with python3-pil), valid and
+# cut short
+mkdir -p "$C/image"
+/usr/bin/python3 - "$C" <<'PY'
+import io, os, sys
+from PIL import Image
+C = sys.argv[1]
+def put(name, s, b):
+    with open(os.path.join(C, "image", name), "wb") as f:
+        f.write(bytes([s]) + b)
+def enc(im, fmt, **kw):
+    f = io.BytesIO()
+    im.save(f, fmt, **kw)
+    return f.getvalue()
+rgb = Image.frombytes("RGB", (13, 9), bytes((i * 37) % 256 for i in range(13 * 9 * 3)))
+files = {
+    "rgb.jpg": enc(rgb, "JPEG", quality=80),
+    "444.jpg": enc(rgb, "JPEG", quality=90, subsampling=0),
+    "progressive.jpg": enc(rgb, "JPEG", progressive=True),
+    "grey.jpg": enc(rgb.convert("L"), "JPEG"),
+    "rgb.png": enc(rgb, "PNG"),
+    "rgba.png": enc(rgb.convert("RGBA"), "PNG"),
+    "palette.png": enc(rgb.convert("P", palette=Image.ADAPTIVE, colors=5), "PNG"),
+    "bits1.png": enc(rgb.convert("1"), "PNG"),
+}
+for k, (name, b) in enumerate(sorted(files.items())):
+    put(name + ".bin", 17 * k + 3, b)
+    put(name + "-cut.bin", 5 * k, b[:len(b) * 3 // 4])
+PY
 ls -l "$C"/*

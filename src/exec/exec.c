@@ -106,8 +106,12 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->stage_comm = MPI_COMM_NULL;
     x->t_origin = cdp_now_s();
     if (cdp_batcher_init(&x->batch, cfg->train, x->N, x->B, cfg->seed, cfg->shuffle)) {
-        snprintf(err, errlen, "the training set has %lld samples, fewer than one step of "
-                 "%d workers x %d samples", (long long)cfg->train->n, x->N, x->B);
+        if (cfg->train->n >= (int64_t)x->N * x->B)
+            snprintf(err, errlen, "out of memory for the batcher or its decoding threads "
+                     "(smaller prefetch= or decoders= of --data folder)");
+        else
+            snprintf(err, errlen, "the training set has %lld samples, fewer than one step of "
+                     "%d workers x %d samples", (long long)cfg->train->n, x->N, x->B);
         free(x);
         return NULL;
     }
@@ -943,6 +947,11 @@ int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x) { return x->mem.reserved_peak; }
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_peak; }
 int64_t cdp_exec_model_state_bytes_scheduled(const cdp_exec *x) { return x->state.sched_peak; }
+
+double cdp_exec_data_wait_s(const cdp_exec *x)
+{
+    return x->batch.d->folder ? x->batch.wait_s : -1.0;
+}
 
 int64_t cdp_exec_workspace_bytes(const cdp_exec *x)
 {

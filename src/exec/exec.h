@@ -101,6 +101,9 @@ int64_t cdp_exec_model_state_bytes_scheduled(const cdp_exec *x);
 /* Fixed scratch inside one instruction (the backward's workspace and the
  * input micro-batch as floats): not activations, reported apart. */
 int64_t cdp_exec_workspace_bytes(const cdp_exec *x);
+/* Seconds this rank's steps waited for decoded micro-batches (--data
+ * folder), -1 for a data set held in memory. */
+double cdp_exec_data_wait_s(const cdp_exec *x);
 
 /* Recorded trace events (when cfg.trace). */
 const cdp_trace_event *cdp_exec_trace(const cdp_exec *x, size_t *n);

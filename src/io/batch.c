@@ -1,6 +1,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "io/batch.h"
+#include "io/image_folder.h"
+#include "io/prefetch.h"
+#include "util/clock.h"
+#include <omp.h>
 #include "util/rng.h"
 
 int cdp_batcher_init(cdp_batcher *b, const cdp_dataset *d, int N, int B, uint64_t seed, int shuffle)
@@ -18,6 +22,15 @@ int cdp_batcher_init(cdp_batcher *b, const cdp_dataset *d, int N, int B, uint64_
     b->perm = malloc(sizeof(int64_t) * (size_t)d->n);
     if (!b->perm)
         return -1;
+    const cdp_image_folder *f = d->folder;
+    if (f && f->prefetch > 0) {
+        b->pf = cdp_prefetch_new(f, d->n, N, B, b->steps_per_epoch, seed, shuffle,
+                                 f->decoders ? f->decoders : omp_get_max_threads(), f->prefetch);
+        if (!b->pf) {
+            cdp_batcher_free(b);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -25,6 +38,8 @@ void cdp_batcher_free(cdp_batcher *b)
 {
     free(b->perm);
     b->perm = NULL;
+    cdp_prefetch_free(b->pf);
+    b->pf = NULL;
 }
 
 const int64_t *cdp_batcher_indices(cdp_batcher *b, int64_t k, int i)
@@ -43,6 +58,16 @@ void cdp_batcher_gather(cdp_batcher *b, int64_t k, int i, uint8_t *pixels, int32
     const int64_t *idx = cdp_batcher_indices(b, k, i);
     const size_t dim = (size_t)b->d->dim;
     const int aug = pixels && cdp_augment_active(&b->d->augment);
+    if (pixels && b->d->folder) {
+        /* decoded (ahead, or now), RandomResizedCrop and flip included */
+        const double t0 = cdp_now_s();
+        if (b->pf)
+            cdp_prefetch_get(b->pf, k, i, pixels);
+        else
+            cdp_image_folder_gather(b->d->folder, b->seed, b->epoch, idx, b->B, pixels);
+        b->wait_s += cdp_now_s() - t0;
+        pixels = NULL;
+    }
     for (int j = 0; j < b->B; j++) {
         if (aug)
             cdp_augment_sample(b->d, b->seed, b->epoch, idx[j], pixels + (size_t)j * dim);

@@ -38,6 +38,8 @@ typedef struct cdp_batcher {
     int64_t steps_per_epoch;
     int64_t epoch;          /* epoch whose permutation is in perm, -1: none */
     int64_t *perm;
+    struct cdp_prefetch *pf;    /* folder: the decoding pool, or NULL */
+    double wait_s;              /* folder: seconds spent waiting for pixels */
 } cdp_batcher;
 
 /* The draws of one sample (see above). */
@@ -46,7 +48,8 @@ typedef struct cdp_augment_draw {
     int flip;       /* 0 or 1 */
 } cdp_augment_draw;
 
-/* 0, or -1 when the data set has fewer than N*B samples. */
+/* 0, or -1 when the data set has fewer than N*B samples (or, for a folder,
+ * its decoding threads cannot start). */
 int cdp_batcher_init(cdp_batcher *b, const cdp_dataset *d, int N, int B, uint64_t seed, int shuffle);
 void cdp_batcher_free(cdp_batcher *b);
 /* The B sample indices of worker i in step k. */

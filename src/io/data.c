@@ -5,6 +5,7 @@
  * in err; nothing is printed and nothing exits.  On failure the output is
  * left zeroed and everything allocated on the way is freed. */
 #include "io/data.h"
+#include "io/image_folder.h"
 #include "util/rng.h"
 
 #include <errno.h>
@@ -49,10 +50,9 @@
 /* Default synthetic training sets stay under this many pixel bytes. */
 #define SYN_DEFAULT_BYTES ((int64_t)256 << 20)
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define set_err cdp_data_err
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+void cdp_data_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0)
         return;
@@ -79,6 +79,7 @@ void cdp_dataset_free(cdp_dataset *d)
     free(d->pixels);
     free(d->labels);
     free(d->norm);
+    cdp_image_folder_free(d->folder);
     memset(d, 0, sizeof *d);
 }
 
@@ -183,7 +184,7 @@ static const char *file_type_name(mode_t m)
  * forever), the type is checked on the open descriptor (no race with a
  * rename), and the descriptor is made blocking again.  Returns the
  * descriptor, or -1 with one line in err. */
-static int open_regular(const char *path, char *err, size_t errlen)
+int cdp_open_regular(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
@@ -216,7 +217,7 @@ static int open_regular(const char *path, char *err, size_t errlen)
 
 static gzFile gz_open_read(const char *path, char *err, size_t errlen)
 {
-    int fd = open_regular(path, err, errlen);
+    int fd = cdp_open_regular(path, err, errlen);
     if (fd < 0)
         return NULL;
     errno = 0;
@@ -482,7 +483,7 @@ int cdp_load_cifar10(const char *const *paths, int npaths,
             set_err(err, errlen, "cdp_load_cifar10: file %d of %d is NULL", k, npaths);
             return -1;
         }
-        int fd = open_regular(path, err, errlen);
+        int fd = cdp_open_regular(path, err, errlen);
         if (fd < 0)
             return -1;
         int sr = fstat(fd, &st);
@@ -528,7 +529,7 @@ int cdp_load_cifar10(const char *const *paths, int npaths,
     uint64_t i = 0;
     for (int k = 0; k < npaths; k++) {
         const char *path = paths[k];
-        int fd = open_regular(path, err, errlen);
+        int fd = cdp_open_regular(path, err, errlen);
         if (fd < 0)
             goto fail;
         f = fdopen(fd, "rb");
@@ -727,9 +728,94 @@ static int spec_count(const char *s, const char *name, const char *what, const c
     return 0;
 }
 
+/* The fields after "folder:" of --data s (at p): DIR, then size=S,
+ * resize=R, bad=error|skip in any order, each at most once. */
+static int folder_spec_parse(const char *s, const char *p, cdp_data_spec *out, char *err,
+                             size_t errlen)
+{
+    const char *usage = "folder:DIR[:size=S][:resize=R][:bad=error|skip][:decoders=T]"
+                        "[:prefetch=K]";
+    size_t len = strcspn(p, ":");
+    if (len == 0) {
+        set_err(err, errlen, "'%s': the folder is missing (expected %s)", s, usage);
+        return -1;
+    }
+    if (len >= sizeof out->dir) {
+        set_err(err, errlen, "'%.200s...': the folder's path is longer than %zu bytes", s,
+                sizeof out->dir - 1);
+        return -1;
+    }
+    memcpy(out->dir, p, len);
+    out->dir[len] = '\0';
+    while (len > 1 && out->dir[len - 1] == '/')
+        out->dir[--len] = '\0';
+    p += len;
+    int64_t size = 0, resize = 0, decoders = -1, prefetch = -1;
+    int bad_given = 0;
+    while (*p == ':') {
+        p++;
+        len = strcspn(p, ":");
+        int64_t *slot = len > 5 && !strncmp(p, "size=", 5) ? &size
+                      : len > 7 && !strncmp(p, "resize=", 7) ? &resize : NULL;
+        if (slot) {
+            const size_t nl = slot == &size ? 5 : 7;
+            if (*slot) {
+                set_err(err, errlen, "'%s': %.*s is given twice", s, (int)nl, p);
+                return -1;
+            }
+            if (parse_count(p + nl, len - nl, 1, 4096, slot) != 0) {
+                set_err(err, errlen, "'%s': %.*s: expected a side in pixels in [1, 4096]", s,
+                        (int)len, p);
+                return -1;
+            }
+        } else if ((len > 9 && !strncmp(p, "decoders=", 9)) ||
+                   (len > 9 && !strncmp(p, "prefetch=", 9))) {
+            int64_t *v = p[0] == 'd' ? &decoders : &prefetch;
+            if (*v >= 0) {
+                set_err(err, errlen, "'%s': %.9s is given twice", s, p);
+                return -1;
+            }
+            if (parse_count(p + 9, len - 9, 0, 256, v) != 0) {
+                set_err(err, errlen, "'%s': %.*s: expected a count in [0, 256]", s, (int)len, p);
+                return -1;
+            }
+        } else if (len > 4 && !strncmp(p, "bad=", 4)) {
+            if (bad_given++) {
+                set_err(err, errlen, "'%s': bad= is given twice", s);
+                return -1;
+            }
+            if (len == 9 && !strncmp(p + 4, "error", 5))
+                out->skip_bad = 0;
+            else if (len == 8 && !strncmp(p + 4, "skip", 4))
+                out->skip_bad = 1;
+            else {
+                set_err(err, errlen, "'%s': %.*s: expected bad=error or bad=skip", s, (int)len, p);
+                return -1;
+            }
+        } else {
+            set_err(err, errlen, "'%s': unknown folder field '%.*s' (expected %s; the folder's "
+                    "path cannot hold ':')", s, (int)len, p, usage);
+            return -1;
+        }
+        p += len;
+    }
+    out->decoders = decoders > 0 ? (int)decoders : 0;
+    out->prefetch = prefetch >= 0 ? (int)prefetch : 2;
+    out->size = size ? (int)size : 224;
+    /* torchvision's ImageNet recipe: Resize(256) for CenterCrop(224) */
+    out->resize = resize ? (int)resize : (int)((out->size * 256 + 112) / 224);
+    if (out->resize < out->size) {
+        set_err(err, errlen, "'%s': resize=%d is smaller than size=%d (the centre crop "
+                "must fit)", s, out->resize, out->size);
+        return -1;
+    }
+    return 0;
+}
+
 int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t errlen)
 {
-    static const char *const kinds[] = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
+    static const char *const kinds[] = {"fashion-mnist", "mnist", "cifar10", "synthetic",
+                                        "folder"};
     if (!out || !s) {
         set_err(err, errlen, "cdp_data_spec_parse: missing argument");
         return -1;
@@ -737,13 +823,13 @@ int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t err
     memset(out, 0, sizeof *out);
     size_t klen = strcspn(s, ":");
     int k;
-    for (k = 0; k < 4; k++)
+    for (k = 0; k < 5; k++)
         if (strlen(kinds[k]) == klen && strncmp(s, kinds[k], klen) == 0)
             break;
-    if (k == 4) {
+    if (k == 5) {
         set_err(err, errlen,
-                "'%s': unknown data set (expected fashion-mnist, mnist, cifar10 or "
-                "synthetic[:CxHxW][:n=TRAIN][:test=TEST])", s);
+                "'%s': unknown data set (expected fashion-mnist, mnist, cifar10, "
+                "synthetic[:CxHxW][:n=TRAIN][:test=TEST] or folder:DIR[:size=S][:resize=R])", s);
         return -1;
     }
     if (k < 3 && s[klen]) {
@@ -752,6 +838,8 @@ int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t err
         return -1;
     }
     snprintf(out->kind, sizeof out->kind, "%s", kinds[k]);
+    if (k == 4)
+        return folder_spec_parse(s, s[klen] ? s + klen + 1 : s + klen, out, err, errlen);
     const char *p = s + klen;
     while (*p == ':') {
         p++;
@@ -816,6 +904,16 @@ int cdp_data_spec_parse(const char *s, cdp_data_spec *out, char *err, size_t err
     return 0;
 }
 
+void cdp_data_spec_numerics(const char *spec, char *buf, size_t len)
+{
+    cdp_data_spec s;
+    if (strncmp(spec, "folder:", 7) || cdp_data_spec_parse(spec, &s, NULL, 0) != 0)
+        snprintf(buf, len, "%s", spec);
+    else
+        snprintf(buf, len, "folder:size=%d:resize=%d%s", s.size, s.resize,
+                 s.skip_bad ? ":bad=skip" : "");
+}
+
 void cdp_data_synthetic_counts(const cdp_data_spec *s, int dim, int64_t step_samples,
                                int64_t *train_n, int64_t *test_n)
 {
@@ -843,7 +941,7 @@ int cdp_data_default_dir(const char *kind, char *buf, size_t len)
     buf[0] = '\0';
     if (!kind)
         return -1;
-    if (strcmp(kind, "synthetic") == 0)
+    if (strcmp(kind, "synthetic") == 0 || strcmp(kind, "folder") == 0)
         return 0;
     if (strcmp(kind, "fashion-mnist") && strcmp(kind, "mnist") && strcmp(kind, "cifar10"))
         return -1;
@@ -1088,6 +1186,9 @@ int cdp_data_open(const char *spec, const char *dir, uint64_t seed, int64_t step
         return synthetic_sets(ntrain, ntest, c, h, w, seed, out, err, errlen);
     }
 
+    if (strcmp(s.kind, "folder") == 0)
+        return cdp_image_folder_open(&s, out, err, errlen);
+
     if (!dir || !*dir) {
         if (cdp_data_default_dir(s.kind, defdir, sizeof defdir) != 0) {
             set_err(err, errlen, "%s: no data directory given and $CDP_DATA_DIR is too long",
@@ -1120,6 +1221,11 @@ int cdp_data_set_transforms(cdp_data *d, const cdp_augment *augment, int norm_co
         return -1;
     }
     const int C = d->train.channels;
+    if (d->train.folder && augment && (augment->crop_pad || augment->flip)) {
+        set_err(err, errlen, "--augment: the training images of --data folder are already "
+                "RandomResizedCrop and RandomHorizontalFlip (drop --augment)");
+        return -1;
+    }
     if (augment && (augment->crop_pad < 0 || augment->crop_pad > (1 << 20) ||
                     augment->flip < 0 || augment->flip > 1)) {
         set_err(err, errlen, "--augment: bad values (crop=%d, flip=%d)", augment->crop_pad,

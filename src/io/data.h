@@ -24,6 +24,8 @@ typedef struct cdp_augment {
     int flip;         /* 1: horizontal flip with probability 1/2 */
 } cdp_augment;
 
+struct cdp_image_folder;
+
 typedef struct cdp_dataset {
     int64_t n;        /* number of samples */
     int dim;          /* bytes per image = channels * height * width */
@@ -34,21 +36,50 @@ typedef struct cdp_dataset {
     cdp_augment augment;  /* applied by the batcher (training set only) */
     float *norm;      /* NULL: x = p / 255.0f; else 2*channels floats (owned),
                        * means then stds: x = (p / 255.0f - mean_c) / std_c */
+    struct cdp_image_folder *folder;  /* non-NULL: pixels is NULL and each sample
+                       * is decoded when gathered (io/image_folder.h; owned) */
+    uint32_t files_crc;   /* folder: CRC-32C of the files' names and sizes */
 } cdp_dataset;
 
 typedef struct cdp_data {
     cdp_dataset train, test;
-    char name[32];    /* "fashion-mnist", "mnist", "cifar10", "synthetic" */
+    char name[32];    /* "fashion-mnist", "mnist", "cifar10", "synthetic", "folder" */
+    int64_t skipped;  /* folder with bad=skip: the files left out */
 } cdp_data;
 
 /* A parsed --data value:
  *     fashion-mnist | mnist | cifar10 | synthetic[:CxHxW][:n=TRAIN][:test=TEST]
- * (the synthetic fields in any order, each at most once). */
+ *     | folder:DIR[:size=S][:resize=R][:bad=error|skip][:decoders=T][:prefetch=K]
+ * (the fields after the kind in any order, each at most once; DIR holds no
+ * ':'). */
 typedef struct cdp_data_spec {
-    char kind[16];                /* "fashion-mnist", "mnist", "cifar10", "synthetic" */
+    char kind[16];                /* "fashion-mnist", "mnist", "cifar10", "synthetic", "folder" */
     int channels, height, width;  /* synthetic: the image shape; 0: not given */
     int64_t train_n, test_n;      /* synthetic: the sample counts; 0: not given */
+    char dir[1024];               /* folder: DIR */
+    int size, resize;             /* folder: S (default 224) and R (default
+                                   * round(S * 256 / 224)), R >= S */
+    int skip_bad;                 /* folder: 1 with bad=skip */
+    int decoders;                 /* folder: decoders=T, threads decoding
+                                   * ahead (0: the rank's --threads) */
+    int prefetch;                 /* folder: prefetch=K steps ahead [2] */
 } cdp_data_spec;
+
+/* The part of --data value spec that fixes the samples' bytes, into buf:
+ * spec itself, but for folder "folder:size=S:resize=R[:bad=skip]" (DIR is
+ * where the files are, like --data-dir, and decoders= and prefetch= change
+ * no bit).  A checkpoint resumes under the same. */
+void cdp_data_spec_numerics(const char *spec, char *buf, size_t len);
+
+/* One line into err (printf's format; a newline, which a path may hold,
+ * becomes a space): the loaders' messages. */
+void cdp_data_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Opens path for reading when it is a regular file, and only then (a FIFO
+ * is not opened for a blocking read): the descriptor, or -1 with one line
+ * "PATH: problem" in err. */
+int cdp_open_regular(const char *path, char *err, size_t errlen);
 
 /* All loaders return 0 on success; on failure they return -1 and write one
  * line into err naming the file and the problem (no trailing newline).

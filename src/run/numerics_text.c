@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/data.h"
 #include "optim/optim.h"
 #include "run/options.h"
 #include "util/strbuf.h"
@@ -55,8 +56,10 @@ void cdp_options_numerics_text(const cdp_options *o, char *buf, size_t len)
         if (!o->steps)
             cdp_strbuf_add(buf, len, &at, " --epochs=%d", o->epochs);
     }
+    char data[sizeof o->data];
+    cdp_data_spec_numerics(o->data, data, sizeof data);
     cdp_strbuf_add(buf, len, &at, " --warmup-steps=%lld --seed=%llu --data=%s --no-shuffle=%s",
-        (long long)o->warmup_steps, (unsigned long long)o->seed, o->data,
+        (long long)o->warmup_steps, (unsigned long long)o->seed, data,
         o->shuffle ? "off" : "on");
     if (o->augment.crop_pad || o->augment.flip)
         cdp_strbuf_add(buf, len, &at, " --augment=%s%.0d%s%s", o->augment.crop_pad ? "crop=" : "",

@@ -394,6 +394,11 @@ static int check_together(cdp_options *o, char *err, size_t errlen)
         snprintf(err, errlen, "--log-every needs --metrics FILE (the JSON lines it writes to)");
         return -1;
     }
+    if (o->data_dir[0] && !strncmp(o->data, "folder:", 7)) {
+        snprintf(err, errlen, "--data-dir: --data folder:DIR names its own folder (drop "
+                 "--data-dir)");
+        return -1;
+    }
     if (!o->data_dir[0]) {
         /* the kind's own directory: --data mnist never reads Fashion-MNIST */
         cdp_data_spec spec;

@@ -34,7 +34,7 @@ typedef struct cdp_options {
     int given_lr, given_weight_decay, given_momentum, given_betas, given_eps;
     int given_lr_decay;      /* 1: --lr-decay-epochs, 2: --lr-gamma (or both) */
     uint64_t seed;
-    char data[64];           /* a --data value (cdp_data_spec_parse), e.g. synthetic:3x32x32 */
+    char data[1200];         /* a --data value (cdp_data_spec_parse), e.g. synthetic:3x32x32 */
     char data_dir[1024];     /* after parsing: the given one, else the kind's default
                               * (cdp_data_default_dir; "" for synthetic) */
     cdp_augment augment;     /* --augment crop=P,flip (training set only) */

@@ -1,6 +1,7 @@
 /* The hashes of the options: what every rank must agree on, and what fixes
  * the numerics (a checkpoint resumes only under the same). */
 #include <string.h>
+#include "io/data.h"
 #include "optim/optim.h"
 #include "run/options.h"
 #include "util/rng.h"
@@ -31,7 +32,9 @@ uint64_t cdp_options_numerics_hash(const cdp_options *o)
     h = hash_bytes(h, &o->lr_gamma, sizeof o->lr_gamma);
     h = hash_bytes(h, &o->lr_decay_epochs, sizeof o->lr_decay_epochs);
     h = hash_bytes(h, &o->seed, sizeof o->seed);
-    h = hash_bytes(h, o->data, strlen(o->data));
+    char data[sizeof o->data];
+    cdp_data_spec_numerics(o->data, data, sizeof data);
+    h = hash_bytes(h, data, strlen(data));
     h = hash_bytes(h, &o->shuffle, sizeof o->shuffle);
     /* the transforms only when set: the hash of a run without them (and
      * the checkpoints it wrote) is the one of the versions before them */
@@ -85,6 +88,8 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, &o->epochs, sizeof o->epochs);
     h = hash_bytes(h, &o->steps, sizeof o->steps);
     h = hash_bytes(h, o->data_dir, strlen(o->data_dir));
+    if (!strncmp(o->data, "folder:", 7))   /* its DIR, decoders=, prefetch= */
+        h = hash_bytes(h, o->data, strlen(o->data));
     h = hash_bytes(h, o->init_weights, strlen(o->init_weights));
     h = hash_bytes(h, o->resume, strlen(o->resume));
     h = hash_bytes(h, o->checkpoint, strlen(o->checkpoint));

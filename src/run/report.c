@@ -43,6 +43,12 @@ void cdp_figures_finish(cdp_figures *f, cdp_comm *c, cdp_exec *x)
                       cdp_exec_model_state_bytes(x), (int64_t)ru.ru_maxrss * 1024,
                       cdp_exec_workspace_bytes(x), cdp_exec_model_state_bytes_scheduled(x) };
     int64_t coll = c->collectives;
+    double wait = cdp_exec_data_wait_s(x);
+    if (c->rank == 0)
+        MPI_Reduce(MPI_IN_PLACE, &wait, 1, MPI_DOUBLE, MPI_MAX, 0, c->comm);
+    else
+        MPI_Reduce(&wait, NULL, 1, MPI_DOUBLE, MPI_MAX, 0, c->comm);
+    f->data_wait_s = wait;
     reduce_i64(c, mx, 6, MPI_MAX);
     reduce_i64(c, &coll, 1, MPI_SUM);
     if (c->rank == 0) {
@@ -135,6 +141,10 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 mean_tick, e, (long long)fig->collective_calls, coll_per_step,
                 (long long)fig->peak_rss_bytes, h, step_time, (long long)fig->steps,
                 samples_per_s);
+        if (fig->data_wait_s >= 0)
+            fprintf(text, "  waiting for decoded images (max rank)       %14.6f s (%.1f%% of the "
+                    "training time)\n", fig->data_wait_s,
+                    fig->train_time_s > 0 ? 100 * fig->data_wait_s / fig->train_time_s : 0.0);
         if (test_accuracy >= 0)
             fprintf(text, "  test accuracy %.2f%%, test loss %.4f\n", 100 * test_accuracy, test_loss);
         fflush(text);
@@ -161,6 +171,8 @@ void cdp_report_summary(FILE *text, FILE *json, const cdp_figures *fig, const ch
                 (long long)fig->bytes_sent_peak_tick, mean_tick, (long long)fig->ticks,
                 (long long)fig->collective_calls, coll_per_step, (long long)fig->peak_rss_bytes,
                 step_time, samples_per_s);
+        if (fig->data_wait_s >= 0)
+            fprintf(json, "\"data_wait_s\": %.9g, ", fig->data_wait_s);
         if (test_accuracy >= 0)
             fprintf(json, "\"test_loss\": %.9g, \"test_accuracy\": %.9g}\n", test_loss, test_accuracy);
         else

@@ -22,6 +22,8 @@ typedef struct cdp_figures {
     int64_t workspace_bytes_per_rank;       /* fixed scratch: backward workspace, input batch */
     int64_t peak_rss_bytes;                 /* max over ranks (getrusage) */
     double train_time_s;                    /* wall time inside segments (rank 0) */
+    double data_wait_s;                     /* --data folder: max over ranks of the
+                                             * seconds waited for decoded images; < 0: none */
     int64_t steps;
 } cdp_figures;
 

@@ -12,12 +12,14 @@
 #include <unistd.h>
 #include <mpi.h>
 #include "config.h"
+#include "io/image_folder.h"
 #include "backend/backend.h"
 #include "io/checkpoint.h"
 #include "util/clock.h"
 #include "io/safetensors.h"
 #include "exec/comm.h"
 #include "io/data.h"
+#include "io/image_folder.h"
 #include "run/diverge_hint.h"
 #include "exec/exec.h"
 #include "models/model.h"
@@ -40,6 +42,8 @@ static cdp_shape data_kind_shape(const char *spec)
     char e[256];
     if (cdp_data_spec_parse(spec, &ds, e, sizeof e) == 0 && ds.channels > 0)
         return (cdp_shape){ ds.channels, ds.height, ds.width };
+    if (cdp_data_spec_parse(spec, &ds, e, sizeof e) == 0 && !strcmp(ds.kind, "folder"))
+        return (cdp_shape){ 3, ds.size, ds.size };
     if (!strncmp(spec, "cifar10", 7))
         return (cdp_shape){ 3, 32, 32 };
     return (cdp_shape){ 1, 28, 28 };
@@ -214,7 +218,10 @@ static uint32_t data_crc32c(const cdp_data *d)
     const cdp_dataset *set[2] = { &d->train, &d->test };
     uint32_t crc = 0;
     for (int i = 0; i < 2; i++) {
-        crc = cdp_crc32c(crc, set[i]->pixels, (size_t)set[i]->n * (size_t)set[i]->dim);
+        if (set[i]->pixels)
+            crc = cdp_crc32c(crc, set[i]->pixels, (size_t)set[i]->n * (size_t)set[i]->dim);
+        else    /* decoded when used: the files' names and sizes */
+            crc = cdp_crc32c(crc, &set[i]->files_crc, sizeof set[i]->files_crc);
         crc = cdp_crc32c(crc, set[i]->labels, (size_t)set[i]->n * sizeof *set[i]->labels);
     }
     return crc;
@@ -422,6 +429,21 @@ static void print_banner(const trainer *r, const char *why)
     printf("  data %s: %lld train, %lld test; %lld steps/epoch, %lld steps\n", r->data.name,
            (long long)r->data.train.n, (long long)r->data.test.n, (long long)r->spe,
            (long long)r->total);
+    const cdp_image_folder *f = r->data.train.folder;
+    if (f) {
+        printf("  folder: %d classes; train RandomResizedCrop(%d) + flip, val Resize(%d) + "
+               "CenterCrop(%d)\n", f->classes, f->size, f->resize, f->size);
+        const int dt = f->decoders ? f->decoders : r->threads;
+        if (f->prefetch)
+            printf("  folder: decoding on %d thread%s, %d step%s ahead\n", dt, dt > 1 ? "s" : "",
+                   f->prefetch, f->prefetch > 1 ? "s" : "");
+        else
+            printf("  folder: decoding when taken, on the %d OpenMP thread%s (prefetch=0)\n",
+                   r->threads, r->threads > 1 ? "s" : "");
+        if (f->skipped)
+            printf("  folder: %lld damaged file%s left out (bad=skip)\n", (long long)f->skipped,
+                   f->skipped > 1 ? "s" : "");
+    }
     print_wrapped("  backend ", r->be->describe(), 100);
     cdp_preflight_print_hosts(stdout, &r->pf, r->comm);
     if (o->flush_denormals)

@@ -1090,6 +1090,55 @@ START_TEST(default_dirs)
 }
 END_TEST
 
+/* ---------------------------------------------------------- folder spec */
+
+START_TEST(folder_spec)
+{
+    cdp_data_spec s;
+    char err[512], num[1200];
+    ck_assert_int_eq(cdp_data_spec_parse("folder:/data/imgs/", &s, err, sizeof err), 0);
+    ck_assert_str_eq(s.kind, "folder");
+    ck_assert_str_eq(s.dir, "/data/imgs");
+    /* torchvision's ImageNet recipe by default: 224 from 256, 2 steps ahead */
+    ck_assert(s.size == 224 && s.resize == 256 && !s.skip_bad && s.decoders == 0 &&
+              s.prefetch == 2);
+    ck_assert_int_eq(cdp_data_spec_parse("folder:d:prefetch=0:resize=40:bad=skip:size=32:decoders=3",
+                                         &s, err, sizeof err), 0);
+    ck_assert(s.size == 32 && s.resize == 40 && s.skip_bad && s.decoders == 3 && s.prefetch == 0);
+    ck_assert_int_eq(cdp_data_spec_parse("folder:d:size=13", &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.resize, 15);   /* round(13 * 256 / 224) = round(14.86) */
+    /* what a resume checks: not DIR, decoders= or prefetch= */
+    cdp_data_spec_numerics("folder:/a:size=32:decoders=4:prefetch=1", num, sizeof num);
+    ck_assert_str_eq(num, "folder:size=32:resize=37");
+    cdp_data_spec_numerics("synthetic:3x8x8", num, sizeof num);
+    ck_assert_str_eq(num, "synthetic:3x8x8");
+
+    static const struct { const char *spec, *word; } bad[] = {
+        {"folder", "folder is missing"},
+        {"folder:", "folder is missing"},
+        {"folder::size=3", "folder is missing"},
+        {"folder:d:size=0", "size=0"},
+        {"folder:d:size=4097", "size=4097"},
+        {"folder:d:size=3:size=3", "twice"},
+        {"folder:d:resize=3:resize=3", "twice"},
+        {"folder:d:size=32:resize=31", "smaller than"},
+        {"folder:d:bad=maybe", "bad=error or bad=skip"},
+        {"folder:d:bad=skip:bad=skip", "twice"},
+        {"folder:d:prefetch=257", "prefetch=257"},
+        {"folder:d:decoders=x", "decoders=x"},
+        {"folder:d:decoders=1:decoders=2", "twice"},
+        {"folder:C:/imgs", "unknown folder field"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        err[0] = '\0';
+        ck_assert_msg(cdp_data_spec_parse(bad[k].spec, &s, err, sizeof err) == -1,
+                      "'%s' accepted", bad[k].spec);
+        ck_assert_msg(strstr(err, bad[k].word) != NULL, "'%s': error '%s' lacks '%s'",
+                      bad[k].spec, err, bad[k].word);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------- synthetic spec */
 
 START_TEST(synthetic_spec)
@@ -1653,6 +1702,7 @@ static Suite *data_suite(void)
     tc = tcase_create("shapes and transforms");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, synthetic_spec);
+    tcase_add_test(tc, folder_spec);
     tcase_add_test(tc, synthetic_open);
     tcase_add_test(tc, augment_hand);
     tcase_add_test(tc, augment_any_position);
