@@ -92,6 +92,7 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, &o->timeout, sizeof o->timeout);   /* turning it on is collective */
     h = hash_bytes(h, &o->allow_mixed, sizeof o->allow_mixed);
     h = hash_bytes(h, &o->plan, sizeof o->plan);
+    h = hash_bytes(h, &o->plan_ranks, sizeof o->plan_ranks);
     h = hash_bytes(h, &o->verify, sizeof o->verify);
     h = hash_bytes(h, &o->layer_times, sizeof o->layer_times);   /* its reduction is collective */
     return h;
