@@ -7,8 +7,9 @@
 static int rows_match(const cdp_model *m, int B, const cdp_machine *mach)
 {
     return mach->nlayers > 0 && mach->nlayers <= m->nlayers && !strcmp(mach->model, m->name) &&
-           mach->batch == B && mach->input[0] == m->input.c && mach->input[1] == m->input.h &&
-           mach->input[2] == m->input.w;
+           mach->batch == B &&   /* an mlp's input is 784x1x1 to --plan, 1x28x28 once trained */
+           (long)mach->input[0] * mach->input[1] * mach->input[2] ==
+               (long)m->input.c * m->input.h * m->input.w;
 }
 
 int cdp_plan_stage_costs(const cdp_model *m, int L, int uniform, int B, const cdp_machine *mach,

@@ -116,17 +116,21 @@ typedef struct sim {
     double *tick0;           /* rank 0's clock at the start of each tick */
 } sim;
 
+/* splitmix64's finalizer: the keys differ in a few low bits each, and a
+ * weak hash clusters them in the open-addressing table */
 static uint64_t mix(uint64_t h, uint64_t v)
 {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ v) + 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
 }
 
 static msg *find(sim *S, mkey k, int create)
 {
     uint64_t h = mix(mix(mix(mix(mix(0, (uint32_t)k.kind), (uint32_t)k.dst), (uint32_t)k.stage),
                          (uint32_t)k.a), (uint32_t)k.b);
-    for (size_t i = (size_t)(h >> 17) & (S->cap - 1);; i = (i + 1) & (S->cap - 1)) {
+    for (size_t i = (size_t)h & (S->cap - 1);; i = (i + 1) & (S->cap - 1)) {
         msg *m = &S->m[i];
         if (!m->used) {
             if (!create) return NULL;

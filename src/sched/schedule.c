@@ -206,8 +206,13 @@ static int apply_tick(const cdp_sched_config *c, int collective, const int *slot
         return collective ? bwd_tick(c, st, 0, l) : grad_ready_tick(c, 0, st, l);
     }
     int t = drain;
-    for (int i = 0; i < N; i++) {
-        if (c->framework != CDP_FW_ZERO && slot[i * L + l] != r) continue;
+    /* replicated: rank r's workers are one block (a shortcut that makes
+     * --plan --machine's thousands of ranks affordable) */
+    const int replicated = c->framework == CDP_FW_REPLICATED;
+    const int i0 = replicated ? first_worker(N, c->P, r) : 0;
+    const int i1 = replicated ? first_worker(N, c->P, r + 1) : N;
+    for (int i = i0; i < i1; i++) {
+        if (slot[i * L + l] != r) continue;
         int sp = v + cdp_lag(N, L, c->rule, i, l);
         if (sp < K && fwd_tick(c, sp, i, l) < t) t = fwd_tick(c, sp, i, l);
     }
