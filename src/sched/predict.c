@@ -114,6 +114,7 @@ typedef struct sim {
     int H, T;
     double link_peak;
     double *tick0;           /* rank 0's clock at the start of each tick */
+    int acts, lends;         /* activations sent (model-parallel), stages lent (zero) */
 } sim;
 
 /* splitmix64's finalizer: the keys differ in a few low bits each, and a
@@ -413,9 +414,9 @@ static int step(sim *S, int r)
     }
     const int l = in->stage, i = in->worker;
     switch (in->op) {
-    case CDP_OP_FWD:
-        if (wait_for(S, r, (mkey){ M_ACT, r, l, in->step, i }) ||
-            wait_for(S, r, (mkey){ M_PARAMS, r, l, in->version, in->tick }))
+    case CDP_OP_FWD:   /* (only the frameworks that send them are looked up) */
+        if ((S->acts && wait_for(S, r, (mkey){ M_ACT, r, l, in->step, i })) ||
+            (S->lends && wait_for(S, r, (mkey){ M_PARAMS, r, l, in->version, in->tick })))
             return BLOCKED;
         R->t += c->fwd_s;
         R->compute += c->fwd_s;
@@ -423,9 +424,9 @@ static int step(sim *S, int r)
         if (R->act > R->act_peak) R->act_peak = R->act;
         break;
     case CDP_OP_BWD:
-        if (wait_for(S, r, (mkey){ M_DACT, r, l, in->step, i }) ||
-            wait_for(S, r, (mkey){ M_GRAD, r, l, in->step, i }) ||
-            wait_for(S, r, (mkey){ M_PARAMS, r, l, in->version, in->tick }))
+        if ((S->acts && wait_for(S, r, (mkey){ M_DACT, r, l, in->step, i })) ||
+            (!(in->flags & CDP_F_FIRST) && wait_for(S, r, (mkey){ M_GRAD, r, l, in->step, i })) ||
+            (S->lends && wait_for(S, r, (mkey){ M_PARAMS, r, l, in->version, in->tick })))
             return BLOCKED;
         R->t += c->bwd_s;
         R->compute += c->bwd_s;
@@ -556,7 +557,10 @@ int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_n
             int op = s.prog[r].ins[k].op;
             ncomm += op != CDP_OP_FWD && op != CDP_OP_BWD && op != CDP_OP_ACC && op != CDP_OP_APPLY;
         }
-    for (S.cap = 64; S.cap < 2 * ncomm + 64; S.cap *= 2) {}
+    /* a send and its receive share an entry: at most half full */
+    for (S.cap = 64; S.cap < ncomm + 64; S.cap *= 2) {}
+    S.acts = c->framework == CDP_FW_MODEL_PARALLEL;
+    S.lends = c->framework == CDP_FW_ZERO;
     S.R = calloc((size_t)c->P, sizeof *S.R);
     S.m = calloc(S.cap, sizeof *S.m);
     S.heap = malloc(sizeof(int) * (size_t)c->P);
