@@ -1,7 +1,9 @@
 /* --layer-times: the rows of every rank added up on rank 0 and printed, a
  * table on the terminal and "layer_times" JSON lines for --metrics. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "io/machine_file.h"
 #include "models/layer_times.h"
 #include "models/model.h"
 #include "nn/nn.h"
@@ -54,8 +56,58 @@ static int by_time_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-void cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_model *m,
-                            const cdp_figures *fig, FILE *text, FILE *json)
+/* --layer-times-out: the rows per call as a machine file.  The network
+ * part holds the job's ranks per host and placeholder links (1 us and
+ * 5 GB/s inside a host, 50 us and 1 Gbit/s between hosts) to be edited:
+ * a training run does not measure its network. */
+static int write_machine(const char *path, const double *s, const double *n, const cdp_model *m,
+                         int B, const cdp_comm *c, char *err, size_t errlen)
+{
+    cdp_machine mach;
+    memset(&mach, 0, sizeof mach);
+    snprintf(mach.model, sizeof mach.model, "%s", m->name);
+    mach.input[0] = m->input.c;
+    mach.input[1] = m->input.h;
+    mach.input[2] = m->input.w;
+    mach.batch = B;
+    mach.nlayers = m->nlayers;
+    mach.fwd_s = calloc((size_t)m->nlayers + 1, sizeof(double));
+    mach.bwd_s = calloc((size_t)m->nlayers + 1, sizeof(double));
+    if (!mach.fwd_s || !mach.bwd_s) abort();
+    double busy = 0;   /* one micro-batch's compute, all layers */
+    for (int j = 0; j < m->nlayers; j++) {
+        mach.fwd_s[j] = n[2 * j] > 0 ? s[2 * j] / n[2 * j] : 0.0;
+        mach.bwd_s[j] = n[2 * j + 1] > 0 ? s[2 * j + 1] / n[2 * j + 1] : 0.0;
+        busy += mach.fwd_s[j] + mach.bwd_s[j];
+    }
+    const int lo = 2 * CDP_LT_LOSS(m), op = 2 * CDP_LT_OPTIMIZER(m);
+    mach.loss_s = n[lo] > 0 ? s[lo] / n[lo] : 0.0;
+    busy += mach.loss_s;
+    double flops = 0;
+    for (int l = 0; l < m->nstages; l++) flops += cdp_stage_flops(m, l, B);
+    if (busy > 0) mach.flops_per_s = flops / busy;   /* for other models and batches */
+    /* each call updates one stage: calls / L updates of every parameter */
+    if (n[op] > 0 && m->nparams > 0)
+        mach.update_s_per_param = s[op] / (n[op] / m->nstages * (double)m->nparams);
+    mach.net.ranks_per_host = (c->size + c->nhosts - 1) / (c->nhosts > 0 ? c->nhosts : 1);
+    mach.net.intra = (cdp_link_cost){ 1e-6, 5e9 };
+    mach.net.inter = (cdp_link_cost){ 5e-5, 1.25e8 };
+    FILE *f = fopen(path, "w");
+    int bad = !f;
+    if (f) {
+        cdp_machine_write(f, &mach);
+        bad = ferror(f) != 0;
+        bad |= fclose(f) != 0;
+    }
+    if (bad)
+        snprintf(err, errlen, "--layer-times-out %s: cannot write: %s", path, strerror(errno));
+    cdp_machine_free(&mach);
+    return bad ? -1 : 0;
+}
+
+int cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_model *m,
+                           const cdp_figures *fig, FILE *text, FILE *json, const char *machine_out,
+                           int B, char *err, size_t errlen)
 {
     const int rows = t->rows, two = 2 * rows;
     double *sum = malloc(sizeof(double) * 2 * (size_t)two);
@@ -68,7 +120,7 @@ void cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_mod
         MPI_Reduce(sum, NULL, 2 * two, MPI_DOUBLE, MPI_SUM, 0, c->comm);
     if (c->rank != 0) {
         free(sum);
-        return;
+        return 0;
     }
     const double *s = sum, *n = sum + two;
     double total = 0;
@@ -137,5 +189,8 @@ void cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_mod
                      n + 2 * (m->nlayers + e));
         fflush(json);
     }
+    int bad = machine_out && machine_out[0] &&
+              write_machine(machine_out, s, n, m, B, c, err, errlen);
     free(sum);
+    return bad ? -1 : 0;
 }

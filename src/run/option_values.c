@@ -146,3 +146,25 @@ int cdp_parse_betas(cdp_options *o, const char *s, char *err, size_t errlen)
     return 0;
 }
 
+
+/* --device-memory SIZE: a positive number of bytes, with an optional
+ * suffix K, M, G or T (powers of 1024), e.g. 80G */
+int cdp_parse_size(cdp_options *o, const char *s, char *err, size_t errlen)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    const char *units = "KMGT";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    if (u && *end) {
+        v *= pow(1024.0, (double)(u - units + 1));
+        end++;
+    }
+    if (errno || end == s || *end || !isfinite(v) || v < 1) {
+        snprintf(err, errlen, "--device-memory: expected a size in bytes, optionally with K, M, G "
+                 "or T (powers of 1024), e.g. 80G, got '%.100s'", s);
+        return -1;
+    }
+    o->device_memory = v;
+    return 0;
+}

@@ -14,4 +14,8 @@ int cdp_parse_normalize(cdp_options *o, const char *s, char *err, size_t errlen)
 /* --betas B1,B2: two numbers in [0, 1): o->betas */
 int cdp_parse_betas(cdp_options *o, const char *s, char *err, size_t errlen);
 
+/* --device-memory SIZE: bytes, or with a suffix K, M, G, T (powers of
+ * 1024; "80G"): o->device_memory */
+int cdp_parse_size(cdp_options *o, const char *s, char *err, size_t errlen);
+
 #endif

@@ -257,8 +257,12 @@ static const option_spec options[] = {
     INT("threads", threads, 1, 1024),
     FLAG("plan", plan, 1),
     INT("plan-steps", plan_steps, 1, 64),
+    INT("plan-ranks", plan_ranks, 1, 1 << 20),
+    STR("machine", machine),
+    FN("device-memory", cdp_parse_size),
     FLAG("verify", verify, 1),
     FLAG("layer-times", layer_times, 1),
+    STR("layer-times-out", layer_times_out),
     INT("eval-every", eval_every, 0, 100000),
     FLAG("quiet", quiet, 1),
     INT("timeout", timeout, 0, 1000000),
@@ -390,6 +394,17 @@ static int check_together(cdp_options *o, char *err, size_t errlen)
                  "IEEE denormals: drop it or use --backend cpu");
         return -1;
     }
+    if ((o->machine[0] || o->plan_ranks || o->device_memory > 0) && !o->plan) {
+        snprintf(err, errlen, "%s needs --plan (it describes what --plan predicts)",
+                 o->machine[0] ? "--machine" : o->plan_ranks ? "--plan-ranks" : "--device-memory");
+        return -1;
+    }
+    if (o->device_memory > 0 && !o->machine[0]) {
+        snprintf(err, errlen, "--device-memory needs --machine FILE (the prediction it is checked against)");
+        return -1;
+    }
+    if (o->layer_times_out[0])
+        o->layer_times = 1;   /* the machine file is written from them */
     if (o->log_every && !o->metrics[0]) {
         snprintf(err, errlen, "--log-every needs --metrics FILE (the JSON lines it writes to)");
         return -1;

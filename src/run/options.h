@@ -57,8 +57,12 @@ typedef struct cdp_options {
     int plan;                /* print the schedule and figures, do not train */
     int print_model;         /* print the model as a description file, do not train */
     int plan_steps;
+    int plan_ranks;          /* --plan-ranks P: the ranks --plan assumes (0: the job's) */
+    char machine[1024];      /* --machine FILE: --plan also predicts the step time there */
+    double device_memory;    /* --device-memory SIZE: bytes; 0: not given */
     int verify;              /* also run the serial reference and compare */
     int layer_times;         /* --layer-times: time every layer (src/models/layer_times.h) */
+    char layer_times_out[1024]; /* --layer-times-out FILE: and write them as a machine file */
     int eval_every;          /* evaluate the test set every this many epochs (0: only at the end) */
     int quiet;
     int timeout;             /* watchdog: seconds a wait on another rank may see no progress (0: off) */

@@ -102,6 +102,7 @@ uint64_t cdp_options_hash(const cdp_options *o)
     h = hash_bytes(h, &o->allow_mixed, sizeof o->allow_mixed);
     h = hash_bytes(h, &o->plan, sizeof o->plan);
     h = hash_bytes(h, &o->print_model, sizeof o->print_model);
+    h = hash_bytes(h, &o->plan_ranks, sizeof o->plan_ranks);
     h = hash_bytes(h, &o->verify, sizeof o->verify);
     h = hash_bytes(h, &o->layer_times, sizeof o->layer_times);   /* its reduction is collective */
     return h;

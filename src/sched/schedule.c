@@ -120,9 +120,12 @@ void cdp_program_push(cdp_program *p, cdp_instr in)
 }
 
 enum { PH_PARAMS = 0, PH_BWD = 1, PH_APPLY = 2, PH_FWD = 3, PH_END = 4 };
-/* zero: a borrowed stage goes back first thing at the end of its tick,
- * before the receives and updates of that phase allocate */
-enum { DROP_SUB = -1000 };
+/* Order keys inside a phase, beyond every stage index (L <= 4096): in
+ * PH_PARAMS the parameters' sends and receives come after the updates
+ * (sub l); in PH_END a borrowed stage goes back first thing, before the
+ * receives and updates of that phase allocate, and the early receives of
+ * partial sums come last. */
+enum { PARAMS_SUB = 1 << 16, DROP_SUB = -(1 << 16), EARLY_GRAD_SUB = 1 << 17 };
 
 static void kpush(keyed_list *l, int tick, int phase, int sub, int seq, cdp_instr in)
 {
@@ -203,8 +206,13 @@ static int apply_tick(const cdp_sched_config *c, int collective, const int *slot
         return collective ? bwd_tick(c, st, 0, l) : grad_ready_tick(c, 0, st, l);
     }
     int t = drain;
-    for (int i = 0; i < N; i++) {
-        if (c->framework != CDP_FW_ZERO && slot[i * L + l] != r) continue;
+    /* replicated: rank r's workers are one block (a shortcut that makes
+     * --plan --machine's thousands of ranks affordable) */
+    const int replicated = c->framework == CDP_FW_REPLICATED;
+    const int i0 = replicated ? first_worker(N, c->P, r) : 0;
+    const int i1 = replicated ? first_worker(N, c->P, r + 1) : N;
+    for (int i = i0; i < i1; i++) {
+        if (slot[i * L + l] != r) continue;
         int sp = v + cdp_lag(N, L, c->rule, i, l);
         if (sp < K && fwd_tick(c, sp, i, l) < t) t = fwd_tick(c, sp, i, l);
     }
@@ -342,7 +350,7 @@ static void emit_slot(const sched_ctx *b, const framework_builder *fb, int st, i
     int from = i > 0 ? SLOT(b, i - 1, l) : r;
     if (!collective && i > 0 && from != r) {
         if (fb->early_partial_recv)
-            kpush(kl, tb - 1, PH_END, 3000 + bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
+            kpush(kl, tb - 1, PH_END, EARLY_GRAD_SUB + bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
         else
             kpush(kl, tb, PH_BWD, bsub, 1, mk(CDP_OP_RECV_GRAD, i, l, from, st, 0, 0));
     }
@@ -446,7 +454,7 @@ static void lend_zero(sched_ctx *b)
                     int owner = b->s->stage_owner[l];
                     for (int q = 0; q < P; q++) {
                         if (!WANT(b, q)) continue;
-                        kpush(&b->lists[q], t, PH_PARAMS, 1000 + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
+                        kpush(&b->lists[q], t, PH_PARAMS, PARAMS_SUB + l, 0, mk(CDP_OP_BCAST_PARAMS, -1, l, owner, st, st, 0));
                         if (q != owner)
                             kpush(&b->lists[q], t, PH_END, DROP_SUB + l, 0, mk(CDP_OP_DROP_PARAMS, -1, l, -1, st, st, 0));
                     }
@@ -480,7 +488,7 @@ static void lend_zero(sched_ctx *b)
         const use *x = &b->uses[u];
         if (!WANT(b, x->rank)) continue;
         const int owner = b->s->stage_owner[x->stage];
-        kpush(&b->lists[x->rank], x->tick, PH_PARAMS, 1000 + x->stage, x->version & 1,
+        kpush(&b->lists[x->rank], x->tick, PH_PARAMS, PARAMS_SUB + x->stage, x->version & 1,
               mk(CDP_OP_RECV_PARAMS, -1, x->stage, owner, 0, x->version, 0));
         kpush(&b->lists[x->rank], x->tick, PH_END, DROP_SUB + x->stage, x->version & 1,
               mk(CDP_OP_DROP_PARAMS, -1, x->stage, -1, 0, x->version, 0));
@@ -499,7 +507,7 @@ static void serve_zero(const sched_ctx *b, int r, int l, int st, int *served)
         const use *x = &b->uses[u];
         if (x->stage != l) continue;
         if (x->version != v && !(st < 0 && x->version < 0)) continue;
-        kpush(&b->lists[r], x->tick, PH_PARAMS, 1000 + l, 2 + (*served)++,
+        kpush(&b->lists[r], x->tick, PH_PARAMS, PARAMS_SUB + l, 2 + (*served)++,
               due(mk(CDP_OP_SEND_PARAMS, -1, l, x->rank, 0, x->version, 0), x->tick));
     }
 }
@@ -603,8 +611,12 @@ int cdp_schedule_build(const cdp_sched_config *c, int only_rank, cdp_schedule *s
                  c->N, c->L, c->P, c->K);
         return -1;
     }
-    if ((int64_t)2 * c->L * (c->K + 1) > INT_MAX / 2 || c->L > 512) {
+    if ((int64_t)2 * c->L * (c->K + 1) > INT_MAX / 2 || c->L > 4096) {
         snprintf(err, errlen, "schedule: %d steps of %d stages is too long for one segment", c->K, c->L);
+        return -1;
+    }
+    if ((int64_t)c->N * c->L >= EARLY_GRAD_SUB * (int64_t)8192) {   /* the order keys stay ints */
+        snprintf(err, errlen, "schedule: %d workers x %d stages is too many", c->N, c->L);
         return -1;
     }
     const int need = cdp_schedule_ranks_needed(c);

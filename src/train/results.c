@@ -117,10 +117,12 @@ int train_results(trainer *r)
                    r->fig.steps ? r->fig.train_time_s / (double)r->fig.steps : 0.0);
     }
     if (o->layer_times) {
-        cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig, o->quiet ? NULL : stdout,
-                               r->metrics);
+        int bad = cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig,
+                                         o->quiet ? NULL : stdout, r->metrics, o->layer_times_out,
+                                         o->batch, r->err, sizeof r->err);
         train_metrics_written(r);   /* rank 0's: the other ranks have none */
         r->model.times = NULL;   /* not the serial reference's layers */
+        FAIL_IF(r->root && bad, r->err);
     }
     if (r->root && r->metrics) {   /* its last lines written, or the first failure */
         if (!train_metrics_written(r))

@@ -30,6 +30,8 @@
 #include "run/preflight.h"
 #include "exec/reference.h"
 #include "models/layer_times.h"
+#include "io/machine_file.h"
+#include "sched/plan_machine.h"
 #include "run/report.h"
 #include "sched/schedule.h"
 #include "exec/trace.h"
@@ -98,6 +100,26 @@ static void print_wrapped(const char *prefix, const char *text, int width)
     printf("\n");
 }
 
+/* --plan's figures, and with --machine its prediction, on rank 0: m has
+ * the plan's stages, or (uniform) it is the whole model and the plan has
+ * more stages than it has blocks.  0, or -1 with r->err. */
+static int print_plan(trainer *r, const cdp_sched_config *pc, const cdp_model *m, int uniform)
+{
+    const cdp_options *o = &r->o;
+    if (cdp_plan_print(stdout, pc, uniform ? NULL : m, o->batch, r->err, sizeof r->err))
+        return -1;
+    if (!o->machine[0])
+        return 0;
+    cdp_machine mach;
+    if (cdp_machine_read(o->machine, &mach, r->err, sizeof r->err))
+        return -1;
+    const int opt_buffers = o->optimizer == CDP_OPTIM_ADAMW ? 2 : 1;
+    int bad = cdp_plan_predict_print(stdout, pc, m, uniform, o->batch, &mach, o->machine,
+                                     opt_buffers, o->device_memory, r->err, sizeof r->err);
+    cdp_machine_free(&mach);
+    return bad;
+}
+
 /* The model as the data set will shape it (for --plan and the schedule;
  * built again on the data's own shape once it is loaded), and --plan. */
 int train_model_and_plan(trainer *r)
@@ -116,17 +138,18 @@ int train_model_and_plan(trainer *r)
         bad = cdp_model_build(&one, &r->model, r->err, sizeof r->err);
         FAIL_IF(bad, r->err);
         int nblocks = r->model.nblocks;
-        cdp_model_free(&r->model);
         if (o->stages > nblocks) {
             cdp_sched_config pc = { r->N, o->stages, r->P, o->rule, o->framework, o->deterministic,
                                     o->plan_steps };
             if (r->root)
-                bad = cdp_plan_print(stdout, &pc, NULL, o->batch, r->err, sizeof r->err);
+                bad = print_plan(r, &pc, &r->model, 1);
+            cdp_model_free(&r->model);
             MPI_Bcast(&bad, 1, MPI_INT, 0, r->comm->comm);
             FAIL_IF(bad && r->root, r->err);
             FAIL_IF(bad, "--plan failed");
             return RUN_DONE;
         }
+        cdp_model_free(&r->model);
     }
     bad = cdp_model_build(&r->mc, &r->model, r->err, sizeof r->err);
     FAIL_IF(bad, r->err);
@@ -142,7 +165,7 @@ int train_model_and_plan(trainer *r)
     if (o->plan) {
         r->sc.K = o->plan_steps;
         if (r->root)
-            bad = cdp_plan_print(stdout, &r->sc, &r->model, o->batch, r->err, sizeof r->err);
+            bad = print_plan(r, &r->sc, &r->model, 0);
         MPI_Bcast(&bad, 1, MPI_INT, 0, r->comm->comm);
         FAIL_IF(bad && r->root, r->err);
         FAIL_IF(bad, "--plan failed");

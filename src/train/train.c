@@ -59,7 +59,7 @@ int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t 
     r.o = *o;
     r.root = comm->rank == 0;
     r.test_loss = r.test_acc = -1;
-    r.P = comm->size;
+    r.P = o->plan && o->plan_ranks ? o->plan_ranks : comm->size;   /* --plan-ranks: a plan only */
     r.N = o->workers ? o->workers : (r.P > 4 ? r.P : 4);
     int rc = train_model_and_plan(&r);
     if (!rc) rc = train_prepare(&r);

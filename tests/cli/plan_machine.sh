@@ -1,0 +1,49 @@
+# --plan --machine as a user meets it: --layer-times-out writes a machine
+# file that --plan --machine reads back (its measured rows used, not the
+# FLOP rate), the prediction's lines for the rule and dp, --device-memory's
+# verdict both ways, and bad machine files and misplaced options refused
+# with one line and status 1.
+. "$(dirname "$0")/../lib/lib.sh"
+tmp=$TMP
+m=$tmp/machine.json
+out=$(run 1 --data synthetic --steps 4 --workers 2 --quiet --layer-times-out "$m" 2>&1) \
+    || fail "--layer-times-out run: $out"
+grep -q '"format": "cdp-machine-1"' "$m" && grep -q '"layers"' "$m" \
+    && pass "--layer-times-out wrote a machine file with layer rows" || fail "machine file: $(cat "$m")"
+out=$("$CDP" --plan --workers 2 --data synthetic --machine "$m" 2>&1) || fail "--plan --machine: $out"
+echo "$out" | grep -q "compute from the measured layer times" \
+    && [ "$(echo "$out" | grep -c '^predict: rule=')" -eq 2 ] \
+    && echo "$out" | grep -q '^predict: rule=cdp-v2 framework=replicated ranks=1 step_s=[0-9]' \
+    && echo "$out" | grep -q '^predict: rule=dp ' \
+    && pass "--plan --machine: measured rows, cdp-v2 and dp lines" || fail "--plan --machine printed: $out"
+# the same file for another batch: the rows do not apply, the FLOP rate does
+out=$("$CDP" --plan --workers 2 --batch 64 --data synthetic --machine "$m" 2>&1)
+echo "$out" | grep -q "compute from flops_per_s" && pass "another batch: flops_per_s used" \
+    || fail "another batch: $out"
+out=$("$CDP" --plan --plan-ranks 4 --workers 4 --data synthetic --machine "$m" --device-memory 1K 2>&1)
+echo "$out" | grep -q "fits=no" && pass "--device-memory 1K: fits=no" || fail "1K: $out"
+out=$("$CDP" --plan --plan-ranks 4 --workers 4 --data synthetic --machine "$m" --device-memory 80G 2>&1)
+echo "$out" | grep -q "fits=yes" && echo "$out" | grep -q "ranks=4 " \
+    && pass "--device-memory 80G on --plan-ranks 4: fits=yes" || fail "80G: $out"
+# refusals: one line, status 1
+refused() {   # WHAT EXPECTED-PREFIX ARGS...
+    local what=$1 want=$2
+    shift 2
+    out=$("$CDP" "$@" 2>&1)
+    local rc=$?
+    [ $rc -eq 1 ] && [ "$(echo "$out" | grep -c '^cdp_run: error:')" -eq 1 ] \
+        && echo "$out" | grep -q "^cdp_run: error: $want" \
+        && pass "$what refused: $(echo "$out" | grep '^cdp_run: error:')" || fail "$what: rc $rc: $out"
+}
+echo '{"format": "cdp-machine-1", "compute": {"flops_per_s": 1e10}}' > "$tmp/bad1.json"
+refused "a machine file without update_s_per_param" "machine file $tmp/bad1.json: compute: missing" \
+    --plan --data synthetic --machine "$tmp/bad1.json"
+printf '{"format": "cdp-machine-1",' > "$tmp/bad2.json"
+refused "a truncated machine file" "machine file $tmp/bad2.json: not JSON" \
+    --plan --data synthetic --machine "$tmp/bad2.json"
+refused "a missing machine file" "machine file $tmp/none.json: cannot open" \
+    --plan --data synthetic --machine "$tmp/none.json"
+refused "--machine without --plan" "--machine needs --plan" --data synthetic --machine "$m"
+refused "--device-memory without --machine" "--device-memory needs --machine" --plan --device-memory 8G
+refused "--device-memory 8X" "--device-memory: expected a size" --plan --machine "$m" --device-memory 8X
+finish

@@ -1,0 +1,224 @@
+/* --plan --machine's simulator (src/sched/predict.c) and machine file
+ * (src/io/machine_file.c) against cases computed by hand. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "io/machine_file.h"
+#include "sched/predict.h"
+#include "../lib/check_run.h"
+
+/* one rank per host; alpha 0 unless given; 1e6 bytes a second */
+static cdp_network net1(double alpha)
+{
+    return (cdp_network){ 1, { alpha, 1e6 }, { alpha, 1e6 } };
+}
+
+static cdp_prediction run(int N, int L, int P, cdp_rule rule, int K, const cdp_stage_cost *st,
+                          const cdp_network *net)
+{
+    cdp_sched_config c = { N, L, P, rule, CDP_FW_REPLICATED, 0, K };
+    cdp_prediction p;
+    char err[256];
+    ck_assert_msg(cdp_predict(&c, st, net, 1, &p, err, sizeof err) == 0, "%s", err);
+    return p;
+}
+
+/* one stage, one worker, one rank: forward, backward, update */
+START_TEST(one_worker_one_stage)
+{
+    cdp_stage_cost st = { 1.0, 2.0, 0.5, 4e6, 100, 0, 0 };
+    cdp_network n = net1(0);
+    for (int rule = 0; rule < 3; rule++) {
+        cdp_prediction p = run(1, 1, 1, (cdp_rule)rule, 1, &st, &n);
+        ck_assert_double_eq(p.step_s, 3.5);
+        ck_assert_double_eq(p.compute_s, 3.5);
+        ck_assert_double_eq(p.link_busy_s, 0);
+        ck_assert_double_eq(p.act_peak_bytes, 100);
+        /* dp on one rank: parameters, momentum, one gradient block */
+        if (rule == CDP_RULE_DP) ck_assert_double_eq(p.state_bytes, 3 * 4e6);
+    }
+}
+END_TEST
+
+/* the all-reduce's alpha-beta cost: ring 2(S-1)(a + n/(S b)), recursive
+ * doubling log2(S)(a + n/b) */
+START_TEST(allreduce_by_hand)
+{
+    cdp_network n = net1(1e-3);
+    const char *algo;
+    /* S = 2: ring 2(0.001 + 0.5) = 1.002, doubling 0.001 + 1 = 1.001 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &n, &algo), 1.001, 1e-12);
+    ck_assert_str_eq(algo, "recursive doubling");
+    /* S = 4: ring 6(0.001 + 0.25) = 1.506, doubling 2 x 1.001 = 2.002 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &n, &algo), 1.506, 1e-12);
+    ck_assert_str_eq(algo, "ring");
+    /* small messages: S = 4, 1000 bytes: ring 6(0.001 + 0.00025) = 0.0075,
+     * doubling 2(0.001 + 0.001) = 0.004 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e3, &n, &algo), 0.004, 1e-12);
+    ck_assert_str_eq(algo, "recursive doubling");
+    /* 2 ranks per host, shared memory 10x faster: S = 4 ring steps cost
+     * the host link's 0.001 + 0.25; doubling's second round puts both
+     * ranks of a host on its link: 0.001 + 2 x 1 */
+    cdp_network h2 = { 2, { 1e-4, 1e7 }, { 1e-3, 1e6 } };
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &h2, &algo), 1.506, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h2, &algo), 1e-4 + 0.1, 1e-12);
+    /* binomial tree, S = 4: two rounds of 0.001 + 1 */
+    ck_assert_double_eq_tol(cdp_tree_time(4, 0, 1e6, &n), 2.002, 1e-12);
+    ck_assert_double_eq(cdp_allreduce_time(1, 0, 1e6, &n, &algo), 0);
+}
+END_TEST
+
+/* dp on 2 ranks, one worker each: forward, backward, the all-reduce of the
+ * 1e6 bytes (1.001 s, above), the update */
+START_TEST(dp_two_ranks)
+{
+    cdp_stage_cost st = { 1.0, 2.0, 0.5, 1e6, 0, 0, 0 };
+    cdp_network n = net1(1e-3);
+    cdp_prediction p = run(2, 1, 2, CDP_RULE_DP, 1, &st, &n);
+    ck_assert_double_eq_tol(p.step_s, 1 + 2 + 1.001 + 0.5, 1e-12);
+    ck_assert_str_eq(p.collective, "recursive doubling");
+    /* each rank counts 2(P-1)/P of the bytes */
+    ck_assert_double_eq(p.link_peak_bytes, 1e6);
+}
+END_TEST
+
+/* cdp-v1, N = 2 workers on 2 ranks, 1 stage, 2 steps; forward = backward =
+ * 1 s, every transfer 1 s (1e6 bytes at 1e6 B/s, no latency).  Rank 0
+ * (worker 0): F [0,1] B [1,2] sends G0; F [2,3] B [3,4] sends G1.  Rank 1:
+ * F [0,1]; its B waits for G0 (arrives 3): [3,4], sends the full sum S0 to
+ * rank 0; F [4,5]; G1 (sent at 4, its receive posted at 5) arrives 6;
+ * B [6,7], sends S1, which arrives at 8: rank 0's last update waits for it.
+ * Four transfers, but S0 goes while both ranks compute: the segment is
+ * 4 + 3 transfers + 1 = 8, not 9. */
+START_TEST(overlap_by_hand)
+{
+    cdp_stage_cost st = { 1.0, 1.0, 0.0, 1e6, 0, 0, 0 };
+    cdp_network n = net1(0);
+    cdp_prediction p = run(2, 1, 2, CDP_RULE_CDP_V1, 2, &st, &n);
+    ck_assert_double_eq_tol(p.segment_s, 8.0, 1e-12);
+    ck_assert_double_eq_tol(p.step_s, 4.0, 1e-12);
+    ck_assert_double_eq_tol(p.compute_s, 2.0, 1e-12);
+    /* a free network: the compute alone, rank 1 one tick behind */
+    cdp_network fast = { 1, { 0, 1e15 }, { 0, 1e15 } };
+    p = run(2, 1, 2, CDP_RULE_CDP_V1, 2, &st, &fast);
+    ck_assert_double_eq_tol(p.segment_s, 5.0, 1e-6);
+}
+END_TEST
+
+/* cluster scale: N = L = P = 1024 is simulated (instruction lists of every
+ * rank, 2 steps), and cdp's activation peak per rank is dp's or less */
+START_TEST(thousand_ranks)
+{
+    cdp_stage_cost *st = calloc(1024, sizeof *st);
+    for (int l = 0; l < 1024; l++)
+        st[l] = (cdp_stage_cost){ 1e-4, 2e-4, 1e-5, 4e4, 1e5, 1e4, 1e4 };
+    cdp_network n = { 8, { 1e-6, 1e10 }, { 5e-6, 2.5e10 } };
+    cdp_prediction p = run(1024, 1024, 1024, CDP_RULE_CDP_V2, 2, st, &n);
+    cdp_prediction d = run(1024, 1024, 1024, CDP_RULE_DP, 2, st, &n);
+    ck_assert(p.step_s > 0.3 && isfinite(p.step_s));   /* 1024 x 3e-4 s of compute a step */
+    ck_assert(d.step_s > 0.3 && isfinite(d.step_s));
+    ck_assert(p.act_peak_bytes <= d.act_peak_bytes);
+    free(st);
+}
+END_TEST
+
+static char path[64];
+
+static const char *machine_text(const char *text)
+{
+    snprintf(path, sizeof path, "/tmp/test_predict.%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+#define NET "\"network\": {\"ranks_per_host\": 2, \"intra_host\": {\"latency_s\": 1e-6, " \
+            "\"bandwidth_Bps\": 5e9}, \"inter_host\": {\"latency_s\": 5e-5, \"bandwidth_Bps\": 1.25e8}}"
+
+START_TEST(machine_file_round_trip)
+{
+    cdp_machine m;
+    char err[256];
+    ck_assert_int_eq(cdp_machine_read(machine_text(
+        "{\"format\": \"cdp-machine-1\", \"compute\": {\"model\": \"mlp:4-2\", \"input\": [1, 1, 4], "
+        "\"batch\": 8, \"loss_s\": 0.5, \"layers\": [{\"index\": 1, \"fwd_s\": 0.25, \"bwd_s\": 0.75}], "
+        "\"update_s_per_param\": 1e-9}, " NET "}"), &m, err, sizeof err), 0);
+    ck_assert_int_eq(m.nlayers, 2);
+    ck_assert_double_eq(m.fwd_s[1], 0.25);
+    ck_assert_double_eq(m.bwd_s[0], 0);
+    ck_assert_int_eq(m.net.ranks_per_host, 2);
+    ck_assert_double_eq(m.net.inter.bandwidth_Bps, 1.25e8);
+    FILE *f = fopen(path, "w");
+    cdp_machine_write(f, &m);
+    fclose(f);
+    cdp_machine back;
+    ck_assert_int_eq(cdp_machine_read(path, &back, err, sizeof err), 0);
+    ck_assert_double_eq(back.bwd_s[1], 0.75);
+    ck_assert_double_eq(back.loss_s, 0.5);
+    ck_assert_str_eq(back.model, "mlp:4-2");
+    cdp_machine_free(&m);
+    cdp_machine_free(&back);
+    unlink(path);
+}
+END_TEST
+
+/* each bad file: -1 and one line naming the file and what is wrong */
+START_TEST(bad_machine_files)
+{
+    static const struct { const char *text, *says; } bad[] = {
+        { "", "not JSON" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0}}", "missing \"network\"" },
+        { "{\"format\": \"cdp-machine-2\"}", "\"format\" must be" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"update_s_per_param\": 0}, " NET "}",
+          "needs \"layers\"" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0, \"flop_per_s\": 1}, " NET "}", "unknown key \"flop_per_s\"" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": -1, "
+          "\"update_s_per_param\": 0}, " NET "}", "compute.flops_per_s: -1 is out of range" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0}, \"network\": {\"ranks_per_host\": 1, \"intra_host\": "
+          "{\"latency_s\": 0, \"bandwidth_Bps\": 0}, \"inter_host\": {\"latency_s\": 0, "
+          "\"bandwidth_Bps\": 1}}}", "network.intra_host.bandwidth_Bps" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"model\": \"m\", \"input\": [1, 1, 1], "
+          "\"batch\": 1, \"loss_s\": 0, \"layers\": [{\"index\": 0, \"fwd_s\": 1, \"bwd_s\": 1}, "
+          "{\"index\": 0, \"fwd_s\": 1, \"bwd_s\": 1}], \"update_s_per_param\": 0}, " NET "}",
+          "layer 0 given twice" },
+        { "{\"format\": \"cdp-machine-1\", \"format\": \"cdp-machine-1\"}", "given twice" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        cdp_machine m;
+        char err[256] = "";
+        ck_assert_int_eq(cdp_machine_read(machine_text(bad[k].text), &m, err, sizeof err), -1);
+        ck_assert_msg(strstr(err, bad[k].says) && strstr(err, path) && !strchr(err, '\n'),
+                      "case %zu: '%s'", k, err);
+    }
+    cdp_machine m;
+    char err[256];
+    ck_assert_int_eq(cdp_machine_read("/nonexistent/m.json", &m, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "cannot open"));
+    unlink(path);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("predict");
+    TCase *tc = tcase_create("predict");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, one_worker_one_stage);
+    tcase_add_test(tc, allreduce_by_hand);
+    tcase_add_test(tc, dp_two_ranks);
+    tcase_add_test(tc, overlap_by_hand);
+    tcase_add_test(tc, thousand_ranks);
+    tcase_add_test(tc, machine_file_round_trip);
+    tcase_add_test(tc, bad_machine_files);
+    suite_add_tcase(su, tc);
+    int failed = check_run(su);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
