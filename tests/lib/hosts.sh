@@ -183,8 +183,11 @@ hosts_up() {
 }
 
 # The agent: ssh HOST COMMAND as Open MPI calls it.  Like ssh it starts
-# COMMAND in a login-like environment on HOST: PATH, HOME and the host's own
-# --env, nothing else of the caller's (mpirun hands its daemons what they
+# COMMAND in a login-like environment on HOST: PATH, HOME, the machine's own
+# OPENBLAS_*, OMP_* and GOMP_* settings (which a cluster's profile gives
+# every node alike: host 1, where mpirun starts, has them from the caller,
+# and a host without them would pick other BLAS kernels and be refused as
+# of other numerics), and the host's own --env, nothing else of the caller's (mpirun hands its daemons what they
 # need on their command line; ranks see what mpirun forwards, as on a real
 # cluster).  Open MPI daemonizes its remote daemon, so the agent returns at
 # once, as ssh does: a host lost later is noticed by mpirun's own TCP
@@ -209,6 +212,10 @@ exec ip netns exec "${HOSTS_PREFIX}h\$i" unshare --uts --mount --propagation pri
              mount --bind "$HOSTS_DIR/etc_hosts" /etc/hosts &&
              mount --bind "$HOSTS_DIR/node/node\$0" "$HOSTS_DIR/local" && exec "\$@"' "\$i" "\$@"
 EOF
+    local machine_env="" v
+    for v in $(compgen -e); do
+        case $v in OPENBLAS_* | OMP_* | GOMP_*) machine_env="$machine_env $(printf '%q' "$v=${!v}")" ;; esac
+    done
     cat >"$HOSTS_DIR/rsh" <<EOF
 #!/usr/bin/env bash
 # stands in for ssh (see tests/lib/hosts.sh): rsh [-options] HOST COMMAND...
@@ -221,7 +228,7 @@ envs=
 for e in $HOSTS_ENV; do
     case \$e in node\$i=*) envs="\$envs \${e#*=}" ;; esac
 done
-exec env -i PATH="\$PATH" HOME="\${HOME:-/root}" LANG=C.UTF-8 \$envs \\
+exec env -i PATH="\$PATH" HOME="\${HOME:-/root}" LANG=C.UTF-8 $machine_env \$envs \\
     "$HOSTS_DIR/on_host" "\$i" bash -c "\$*"
 EOF
     chmod +x "$HOSTS_DIR/reach" "$HOSTS_DIR/on_host" "$HOSTS_DIR/rsh"
