@@ -151,6 +151,7 @@ const cdp_backend *cdp_backend_cpu(int threads)
         fprintf(stderr, "cdp: warning: ignoring CDP_CONV_DIRECT='%s' (expected 0, 1 or 2)\n", cd);
 
     conv_dnnl_from_env();
+    cdp_cpu_gemm_dnnl_from_env();
 
     const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();
@@ -166,13 +167,16 @@ const cdp_backend *cdp_backend_cpu(int threads)
         n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", OMP_WAIT_POLICY %s%s%s",
                       wait ? wait : "default", spin ? " GOMP_SPINCOUNT " : "", spin ? spin : "");
     if (n > 0 && (size_t)n < sizeof cpu_desc)
-        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", conv %s", conv_paths());
+        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", linear %s, conv %s",
+                      cdp_cpu_gemm_library(), conv_paths());
     if (n > 0 && (size_t)n < sizeof cpu_desc && note[0])
         snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, " (set by cdp: %s)", note);
     snprintf(cpu_numerics_text, sizeof cpu_numerics_text,
-             "backend: cpu\nBLAS: %s kernel %s\nGEMM split: %d\nconvolutions: %s%s%s",
-             cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), cdp_cpu_gemm_split, conv_paths(),
-             cdp_cpu_conv_dnnl > 0 ? ", oneDNN ISA " : "",
-             cdp_cpu_conv_dnnl > 0 ? cdp_cpu_dnnl_isa() : "");
+             "backend: cpu\nBLAS: %s kernel %s\nGEMM split: %d\nlinear GEMMs: %s\n"
+             "convolutions: %s%s%s",
+             cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), cdp_cpu_gemm_split,
+             cdp_cpu_gemm_library(), conv_paths(),
+             cdp_cpu_conv_dnnl > 0 || cdp_cpu_gemm_dnnl ? ", oneDNN ISA " : "",
+             cdp_cpu_conv_dnnl > 0 || cdp_cpu_gemm_dnnl ? cdp_cpu_dnnl_isa() : "");
     return &cpu_backend;
 }

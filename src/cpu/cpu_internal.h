@@ -1,6 +1,7 @@
 /* Internal interface of the CPU backend (src/cpu only).
  *
- * kernels_cpu.c   the kernels (OpenBLAS sgemm + OpenMP elementwise loops)
+ * kernels_cpu.c   the kernels (Linear GEMMs + OpenMP elementwise loops)
+ * sgemm.c         the single-threaded SGEMM they call (oneDNN or OpenBLAS)
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
@@ -34,6 +35,15 @@
 #define CDP_KERNEL(ret, name, params) ret cdp_cpu_##name params;
 #include "backend/backend_kernels.def"
 #undef CDP_KERNEL
+
+/* ---- the single-threaded SGEMM of the Linear and attention GEMMs
+ * (sgemm.c): oneDNN's (cdp_cpu_gemm_dnnl = 1, the default with oneDNN) or
+ * OpenBLAS's; row-major, op(A) [M,K], op(B) [K,N]. ---- */
+extern int cdp_cpu_gemm_dnnl;
+void cdp_cpu_gemm_dnnl_from_env(void);
+const char *cdp_cpu_gemm_library(void);
+void cdp_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc);
 
 /* the backend's zero() (kernels_cpu.c) */
 void cdp_cpu_zero(void *dst, size_t bytes);

@@ -1,9 +1,9 @@
-/* CPU kernels: OpenBLAS sgemm for the Linear layers, OpenMP loops for the
- * elementwise work.
+/* CPU kernels: the Linear layers' GEMMs (sgemm.c's single-threaded SGEMM in
+ * blocks), OpenMP loops for the elementwise work.
  *
  * Determinism.  Every kernel gives the same bits on every call and for every
  * thread count:
- *   - sgemm: OpenBLAS runs single-threaded; a GEMM is cut into column blocks
+ *   - sgemm: every call runs single-threaded; a GEMM is cut into blocks
  *     that depend on the shape only (see "GEMM decomposition" below) and the
  *     OpenMP threads share the blocks out.  Checked by
  *     tests/unit/test_cpu_kernels.c (1 vs 2 threads).
@@ -31,7 +31,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -57,33 +56,50 @@ int cdp_cpu_omp_threads = 1;
  * depend on where a column falls in the N partition.  Measured with OpenBLAS
  * 0.3.21: y = x W^T for 128x784x256 differs in 26,216 of 32,768 elements
  * between 1 and 2 OpenBLAS threads (SkylakeX kernel); with the Haswell kernel
- * ~15% of the elements differ for every K.
+ * ~15% of the elements differ for every K.  oneDNN's sgemm, too, splits
+ * its work by the thread count it finds.
  *
- * So OpenBLAS always runs single-threaded here, and a GEMM is cut into
- * column blocks whose number and bounds depend only on the shape and on
+ * So every GEMM call runs single-threaded (sgemm.c), and a GEMM is cut into
+ * a grid of blocks whose number and bounds depend only on the shape and on
  * cdp_cpu_gemm_split (a per-machine constant, see backend_cpu.c), never on
- * the thread count: the same single-threaded sgemm calls are made whatever
- * the number of threads, and OpenMP threads merely share them out.  Blocks
- * are at least GEMM_MIN_COLS columns and GEMM_MIN_MNK multiply-adds (well
- * above OpenBLAS's small-matrix kernel threshold, 100^3, whose use would
- * otherwise depend on the block size). */
+ * the thread count: the same single-threaded calls are made whatever the
+ * number of threads, and OpenMP threads merely share them out.  Columns are
+ * cut first, into blocks of at least GEMM_MIN_COLS columns; when that gives
+ * fewer blocks than the split (a Linear with 192 outputs has one), the
+ * rows are cut too, into blocks of at least GEMM_MIN_ROWS rows.  Blocks are
+ * at least GEMM_MIN_MNK multiply-adds (well above OpenBLAS's small-matrix
+ * kernel threshold, 100^3, whose use would otherwise depend on the block
+ * size).  A shape the columns alone split as far as the split asks keeps
+ * the one row block it always had. */
 #define GEMM_MIN_COLS 128
+#define GEMM_MIN_ROWS 128
 #define GEMM_MIN_MNK 4.0e6
 
 int cdp_cpu_gemm_split = 1;
 
-static int gemm_blocks(int M, int N, int K)
+typedef struct grid {
+    int rows, cols; /* blocks along M and along N */
+} grid;
+
+static int clamp_blocks(int nb, int len, int min_len, double mnk)
 {
-    int nb = cdp_cpu_gemm_split;
-    if (nb > N / GEMM_MIN_COLS)
-        nb = N / GEMM_MIN_COLS;
-    double mnk = (double)M * (double)N * (double)K;
+    if (nb > len / min_len)
+        nb = len / min_len;
     if (nb > (int)(mnk / GEMM_MIN_MNK))
         nb = (int)(mnk / GEMM_MIN_MNK);
     return nb < 1 ? 1 : nb;
 }
 
-/* first column of block q of nb over N columns (multiples of 16) */
+static grid gemm_grid(int M, int N, int K)
+{
+    const double mnk = (double)M * (double)N * (double)K;
+    grid g;
+    g.cols = clamp_blocks(cdp_cpu_gemm_split, N, GEMM_MIN_COLS, mnk);
+    g.rows = clamp_blocks(cdp_cpu_gemm_split / g.cols, M, GEMM_MIN_ROWS, mnk / g.cols);
+    return g;
+}
+
+/* first column (or row) of block q of nb over N (multiples of 16) */
 static int block_col(int N, int nb, int q)
 {
     if (q >= nb)
@@ -91,16 +107,26 @@ static int block_col(int N, int nb, int q)
     return (int)((int64_t)N * q / nb) / 16 * 16;
 }
 
+/* block q of grid g over [M, N]: rows [*r0, *r1), columns [*c0, *c1) */
+static void grid_block(grid g, int M, int N, int q, int *r0, int *r1, int *c0, int *c1)
+{
+    const int r = q / g.cols, c = q % g.cols;
+    *r0 = block_col(M, g.rows, r);
+    *r1 = block_col(M, g.rows, r + 1);
+    *c0 = block_col(N, g.cols, c);
+    *c1 = block_col(N, g.cols, c + 1);
+}
+
 static int gemm_threads(int nb)
 {
     return nb < cdp_cpu_omp_threads ? nb : cdp_cpu_omp_threads;
 }
 
-/* dst[i][c0..c1) = src[i][c0..c1) > 0 ? dst : 0 for the B rows (ld w): the
- * ReLU of a column block, applied by the thread that just wrote it. */
-static void relu_mask_cols(int B, int w, int c0, int c1, const float *src, float *dst)
+/* dst[i][c0..c1) = src[i][c0..c1) > 0 ? dst : 0 for rows [r0, r1) (ld w):
+ * the ReLU of a block, applied by the thread that just wrote it. */
+static void relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *src, float *dst)
 {
-    for (int i = 0; i < B; i++) {
+    for (int i = r0; i < r1; i++) {
         const float *s = src + (size_t)i * (size_t)w;
         float *d = dst + (size_t)i * (size_t)w;
         for (int c = c0; c < c1; c++)
@@ -108,29 +134,31 @@ static void relu_mask_cols(int B, int w, int c0, int c1, const float *src, float
     }
 }
 
-/* y[B,out] = x[B,in] W[out,in]^T + b.  Per column block: the rows of y are
+/* y[B,out] = x[B,in] W[out,in]^T + b.  Per block: the rows of y are
  * preloaded with b and sgemm accumulates onto them (beta = 1), which saves
- * OpenBLAS's separate beta pass over C.  Each y[i][o] is b[o] plus the sgemm
- * partial sums added in the kernel's fixed K order.  With relu, the thread
- * then clamps its block while it is still in its cache. */
+ * the library's separate beta pass over C.  Each y[i][o] is b[o] plus the
+ * sgemm partial sums added in the kernel's fixed K order.  With relu, the
+ * thread then clamps its block while it is still in its cache. */
 void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
                         const float *b, float *y, int relu)
 {
     if (B <= 0 || out <= 0)
         return;
-    int nb = gemm_blocks(B, out, in);
-    int nt = gemm_threads(nb);
+    const grid g = gemm_grid(B, out, in);
+    const int nb = g.rows * g.cols, nt = gemm_threads(nb);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
     for (int q = 0; q < nb; q++) {
-        int o0 = block_col(out, nb, q), o1 = block_col(out, nb, q + 1);
+        int i0, i1, o0, o1;
+        grid_block(g, B, out, q, &i0, &i1, &o0, &o1);
         size_t w = (size_t)(o1 - o0) * sizeof(float);
-        for (int i = 0; i < B; i++)
+        for (int i = i0; i < i1; i++)
             memcpy(y + (size_t)i * (size_t)out + o0, b + o0, w);
         if (in > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, o1 - o0, in,
-                        1.0f, x, in, W + (size_t)o0 * (size_t)in, in, 1.0f, y + o0, out);
+            cdp_cpu_sgemm(0, 1, i1 - i0, o1 - o0, in, 1.0f, x + (size_t)i0 * (size_t)in, in,
+                          W + (size_t)o0 * (size_t)in, in, 1.0f,
+                          y + (size_t)i0 * (size_t)out + o0, out);
         if (relu)
-            relu_mask_cols(B, out, o0, o1, y, y);
+            relu_mask_block(i0, i1, out, o0, o1, y, y);
     }
 }
 
@@ -166,11 +194,11 @@ static void colsum(int B, int out, int o0, int o1, const float *dy, float *db, i
     }
 }
 
-/* dW[out,in] = dy^T x (column blocks over in), db = column sums of dy
- * (column blocks over out), dx[B,in] = dy W (column blocks over in, masked
- * by x > 0 when relu_dx), all in one parallel region.  With accumulate,
- * sgemm adds its product to dW (beta = 1) and the column sums are added to
- * db: whether that gives the bits of a separate sum depends on how OpenBLAS
+/* dW[out,in] = dy^T x (a grid over out x in), db = column sums of dy
+ * (column blocks over out), dx[B,in] = dy W (a grid over B x in, masked by
+ * x > 0 when relu_dx), all in one parallel region.  With accumulate, sgemm
+ * adds its product to dW (beta = 1) and the column sums are added to db:
+ * whether that gives the bits of a separate sum depends on how the library
  * blocks K (cdp_cpu_accumulate_exact). */
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
                         const float *dy, float *dx, float *dW, float *db, int relu_dx,
@@ -185,9 +213,10 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
         memset(db, 0, (size_t)out * sizeof(float));
         return;
     }
-    int nw = gemm_blocks(out, in, B);
-    int nx = dx ? gemm_blocks(B, in, out) : 0;
-    int nt = gemm_threads(nw > nx ? nw : nx);
+    const grid gw = gemm_grid(out, in, B);
+    const grid gx = dx ? gemm_grid(B, in, out) : (grid){ 0, 0 };
+    const int nw = gw.rows * gw.cols, nx = gx.rows * gx.cols;
+    const int nt = gemm_threads(nw > nx ? nw : nx);
     /* db: blocks of at least 256 columns, one per thread at most */
     int nd = out / 256 < nt ? out / 256 : nt;
     if (nd < 1)
@@ -196,17 +225,19 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
     {
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nw; q++) {
-            int c0 = block_col(in, nw, q), c1 = block_col(in, nw, q + 1);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, c1 - c0, B,
-                        1.0f, dy, out, x + c0, in, accumulate ? 1.0f : 0.0f, dW + c0, in);
+            int o0, o1, c0, c1;
+            grid_block(gw, out, in, q, &o0, &o1, &c0, &c1);
+            cdp_cpu_sgemm(1, 0, o1 - o0, c1 - c0, B, 1.0f, dy + o0, out, x + c0, in,
+                          accumulate ? 1.0f : 0.0f, dW + (size_t)o0 * (size_t)in + c0, in);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nx; q++) {
-            int c0 = block_col(in, nx, q), c1 = block_col(in, nx, q + 1);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, c1 - c0, out,
-                        1.0f, dy, out, W + c0, in, 0.0f, dx + c0, in);
+            int i0, i1, c0, c1;
+            grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
+            cdp_cpu_sgemm(0, 0, i1 - i0, c1 - c0, out, 1.0f, dy + (size_t)i0 * (size_t)out, out,
+                          W + c0, in, 0.0f, dx + (size_t)i0 * (size_t)in + c0, in);
             if (relu_dx)
-                relu_mask_cols(B, in, c0, c1, x, dx);
+                relu_mask_block(i0, i1, in, c0, c1, x, dx);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nd; q++)
@@ -214,8 +245,8 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
     }
 }
 
-/* OpenBLAS adds a product to C once per block of K (GEMM_Q, 448 for
- * SkylakeX sgemm in 0.3.21): with K = B in one block, sgemm(beta = 1) gives
+/* A library may add a product to C once per block of K (OpenBLAS: GEMM_Q,
+ * 448 for SkylakeX sgemm in 0.3.21): with K = B in one block, sgemm(beta = 1) gives
  * C + (the product), the same single rounding as a product in a scratch
  * buffer followed by add(); with several blocks it does not.  Rather than
  * rely on the constant, this runs both ways on the shape itself, on data

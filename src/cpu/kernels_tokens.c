@@ -4,8 +4,8 @@
  * contract of src/backend/backend.h, operation by operation.
  *
  * Determinism.  Every loop runs in parallel over independent outputs only:
- *   - gemm_batched: one single-threaded sgemm per batch entry (OpenBLAS is
- *     kept at one thread, kernels_cpu.c "GEMM decomposition"); the OpenMP
+ *   - gemm_batched: one single-threaded sgemm per batch entry (sgemm.c,
+ *     kernels_cpu.c "GEMM decomposition"); the OpenMP
  *     threads share the entries out, so each C_b comes from the same sgemm
  *     call whatever the number of threads.  Entries are never split.
  *   - softmax, LayerNorm forward, LayerNorm dx, tokens, add_rows,
@@ -30,7 +30,6 @@
  *   - tokens_bwd skips dx when it is NULL. */
 #include <math.h>
 #include <string.h>
-#include <cblas.h>
 
 #include "backend/backend.h"
 #include "cpu_internal.h"
@@ -82,9 +81,8 @@ void cdp_cpu_gemm_batched(int tA, int tB, int M, int N, int K, float alpha, cons
             }
             continue;
         }
-        cblas_sgemm(CblasRowMajor, tA ? CblasTrans : CblasNoTrans,
-                    tB ? CblasTrans : CblasNoTrans, M, N, K, alpha, A + (size_t)b * sA, lda,
-                    Bm + (size_t)b * sB, ldb, beta, c, ldc);
+        cdp_cpu_sgemm(tA, tB, M, N, K, alpha, A + (size_t)b * sA, lda, Bm + (size_t)b * sB, ldb,
+                      beta, c, ldc);
     }
 }
 

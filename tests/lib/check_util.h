@@ -67,4 +67,12 @@ static inline const cdp_backend *cpu_split(int threads, const char *split)
     return cdp_backend_cpu(threads);
 }
 
+/* the same, with CDP_GEMM_DNNL = dnnl ("1": oneDNN's sgemm where the build
+ * has it, "0": OpenBLAS's) */
+static inline const cdp_backend *cpu_split_lib(int threads, const char *split, const char *dnnl)
+{
+    setenv("CDP_GEMM_DNNL", dnnl, 1);
+    return cpu_split(threads, split);
+}
+
 #endif

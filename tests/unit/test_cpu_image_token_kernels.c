@@ -692,7 +692,7 @@ START_TEST(conv_dnnl_policy)
     setenv("CDP_CONV_DNNL", "0", 1);
     cdp_backend_cpu(1);
     ck_assert(!cdp_cpu_conv_dnnl_use(&r20));
-    ck_assert_ptr_null(strstr(cdp_backend_cpu(1)->describe(), "oneDNN"));
+    ck_assert_ptr_null(strstr(cdp_backend_cpu(1)->describe(), "conv oneDNN"));
     setenv("CDP_CONV_DNNL", "2", 1);
     cdp_backend_cpu(1);
     ck_assert(cdp_cpu_conv_dnnl_use(&stem) && cdp_cpu_conv_dnnl_use(&sc));

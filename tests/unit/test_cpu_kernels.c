@@ -105,12 +105,15 @@ END_TEST
 
 START_TEST(linear_fwd_naive)
 {
+    /* 600 x 192 -> 192 and 640 x 768 -> 192: too few columns for the
+     * split, so the rows are cut too */
     static const int shapes[][3] = {{5, 7, 3}, {1, 1, 1}, {64, 300, 50}, {33, 784, 129},
-                                    {64, 300, 1000}, {128, 200, 777}};
+                                    {64, 300, 1000}, {128, 200, 777}, {600, 192, 192},
+                                    {640, 768, 192}};
     static const char *splits[] = {NULL, "1", "3", "4"};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-      for (size_t sp = 0; sp < 4; sp++) {
-        const cdp_backend *be = cpu_split(2, splits[sp]);
+      for (size_t sp = 0; sp < 8; sp++) {
+        const cdp_backend *be = cpu_split_lib(2, splits[sp % 4], sp / 4 ? "0" : "1");
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
         float *x = fbuf((size_t)B * in), *W = fbuf((size_t)out * in), *b = fbuf(out);
         float *y = fbuf((size_t)B * out);
@@ -186,11 +189,13 @@ static void linear_bwd_check(const cdp_backend *be, int B, int in, int out)
 
 START_TEST(linear_bwd_naive)
 {
-    static const int shapes[][3] = {{9, 13, 6}, {1, 1, 1}, {40, 600, 300}, {33, 300, 513}};
+    static const int shapes[][3] = {{9, 13, 6}, {1, 1, 1}, {40, 600, 300}, {33, 300, 513},
+                                    {600, 192, 192}, {640, 192, 768}};
     static const char *splits[] = {NULL, "1", "3", "4"};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (size_t sp = 0; sp < 4; sp++)
-            linear_bwd_check(cpu_split(2, splits[sp]), shapes[s][0], shapes[s][1], shapes[s][2]);
+        for (size_t sp = 0; sp < 8; sp++)
+            linear_bwd_check(cpu_split_lib(2, splits[sp % 4], sp / 4 ? "0" : "1"), shapes[s][0],
+                             shapes[s][1], shapes[s][2]);
 }
 END_TEST
 
@@ -865,7 +870,8 @@ START_TEST(determinism)
 {
     static const int shapes[][3] = {
         {128, 1024, 1024}, {128, 784, 256}, {128, 256, 128}, {128, 128, 10},
-        {100, 300, 37}, {512, 1024, 1024}, {1024, 784, 512}};
+        {100, 300, 37}, {512, 1024, 1024}, {1024, 784, 512}, {3200, 192, 192},
+        {3200, 768, 192}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
         size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
@@ -876,12 +882,13 @@ START_TEST(determinism)
         fill(b, out, 62, -0.05f, 0.05f);
         fill(dy, ny, 63, -0.01f, 0.01f);
         static const char *splits[] = {NULL, "4"};
-        for (int sp = 0; sp < 2; sp++) {
+        /* sp 0, 1: oneDNN's sgemm (where built), 2, 3: OpenBLAS's */
+        for (int sp = 0; sp < 4; sp++) {
             /* runs 0 and 1: two threads; run 2: one thread; run 3: three threads */
             static const int thr[4] = {2, 2, 1, 3};
             for (int t = 0; t < 4; t++) {
                 r[t][0] = fbuf(ny); r[t][1] = fbuf(nx); r[t][2] = fbuf(nw); r[t][3] = fbuf(out);
-                const cdp_backend *be = cpu_split(thr[t], splits[sp]);
+                const cdp_backend *be = cpu_split_lib(thr[t], splits[sp % 2], sp / 2 ? "0" : "1");
                 run_linear(be, B, in, out, x, W, b, dy, r[t][0], r[t][1], r[t][2], r[t][3]);
             }
             size_t sz[4] = {ny, nx, nw, (size_t)out};
@@ -892,8 +899,9 @@ START_TEST(determinism)
                               nm[q], B, in, out);
                 for (int t = 2; t < 4; t++)
                     ck_assert_msg(memcmp(r[0][q], r[t][q], sz[q] * sizeof(float)) == 0,
-                                  "%s of %dx%dx%d differs between 2 and %d threads (split %s)",
-                                  nm[q], B, in, out, thr[t], splits[sp] ? splits[sp] : "default");
+                                  "%s of %dx%dx%d differs between 2 and %d threads (split %s, %s)",
+                                  nm[q], B, in, out, thr[t], splits[sp % 2] ? splits[sp % 2] : "default",
+                                  sp / 2 ? "OpenBLAS" : "oneDNN");
             }
             for (int t = 0; t < 4; t++)
                 for (int q = 0; q < 4; q++)
