@@ -66,7 +66,8 @@ def parse_config(text):
 class Trainer:
     def __init__(self, a, cfg):
         torch.manual_seed(a.seed)
-        self.model = build_model(a.model, in_channels=a.shape[0], num_classes=a.classes)
+        self.model = build_model(a.model, in_channels=a.shape[0], num_classes=a.classes,
+                                 image_size=a.shape[2])
         self.model.train()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=a.lr, momentum=a.momentum,
                                    weight_decay=a.weight_decay)
