@@ -52,6 +52,7 @@
 
 #include "models/model.h"
 #include "../lib/bench_util.h"
+#include "../lib/bench_model.h"
 
 /* which dimension carries the samples (what --split cuts) */
 enum { DIM_M, DIM_N, DIM_K };
@@ -191,36 +192,20 @@ static int usage(const char *a0)
 
 int main(int argc, char **argv)
 {
-    const char *spec = NULL, *shape = NULL;
-    int B = 0, pos = 0, rounds = 5, list = 0, classes = 10;
-    double min_ms = 20;
+    bench_model_args ma = bench_model_defaults();
+    int list = 0;
     for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--split") && a + 1 < argc)
+        int r = bench_model_arg(&ma, argc, argv, &a);
+        if (r > 0)
+            continue;
+        if (r == 0 && !strcmp(argv[a], "--split") && a + 1 < argc)
             split = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--rounds") && a + 1 < argc)
-            rounds = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--min-ms") && a + 1 < argc)
-            min_ms = atof(argv[++a]);
-        else if (!strcmp(argv[a], "--classes") && a + 1 < argc)
-            classes = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--list"))
+        else if (r == 0 && !strcmp(argv[a], "--list"))
             list = 1;
-        else if (argv[a][0] == '-')
-            return usage(argv[0]);
-        else if (pos == 0)
-            spec = argv[a], pos++;
-        else if (pos == 1)
-            shape = argv[a], pos++;
-        else if (pos == 2)
-            B = atoi(argv[a]), pos++;
-        else if (pos == 3)
-            threads = atoi(argv[a]), pos++;
         else
             return usage(argv[0]);
     }
-    cdp_model_config c = {0};
-    if (!spec || !shape || B < 1 || threads < 1 || rounds < 1 || split < 0 ||
-        sscanf(shape, "%dx%dx%d", &c.input.c, &c.input.h, &c.input.w) != 3)
+    if (split < 0)
         return usage(argv[0]);
 #ifndef _OPENMP
     if (split) {
@@ -228,17 +213,13 @@ int main(int argc, char **argv)
         return 2;
     }
 #endif
-    c.spec = spec;
-    c.stages = 1;
-    c.classes = classes;
-    c.workers = 1;
-    c.balance = CDP_BALANCE_FLOPS;
     cdp_model m;
-    char err[256];
-    if (cdp_model_build(&c, &m, err, sizeof err)) {
-        fprintf(stderr, "conv_gemm_bound: %s\n", err);
+    if (bench_model_build(&ma, &m, "conv_gemm_bound"))
         return 2;
-    }
+    const char *spec = ma.spec, *shape = ma.shape;
+    const int B = ma.B, rounds = ma.rounds;
+    const double min_ms = ma.min_ms;
+    threads = ma.threads;
     double gemm_flops = 0;
     for (int i = 0; i < m.nlayers; i++) {
         const cdp_layer *ly = &m.layers[i];

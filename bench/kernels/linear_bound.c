@@ -40,6 +40,7 @@
 #include "backend/backend.h"
 #include "models/model.h"
 #include "../lib/bench_util.h"
+#include "../lib/bench_model.h"
 
 typedef struct layer {
     char what[80];
@@ -210,43 +211,18 @@ static int usage(const char *a0)
 
 int main(int argc, char **argv)
 {
-    const char *spec = NULL, *shape = NULL;
-    int B = 0, pos = 0, classes = 10;
-    for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--rounds") && a + 1 < argc)
-            rounds = atoi(argv[++a]);
-        else if (!strcmp(argv[a], "--min-ms") && a + 1 < argc)
-            min_s = atof(argv[++a]) * 1e-3;
-        else if (!strcmp(argv[a], "--classes") && a + 1 < argc)
-            classes = atoi(argv[++a]);
-        else if (argv[a][0] == '-')
+    bench_model_args ma = bench_model_defaults();
+    for (int a = 1; a < argc; a++)
+        if (bench_model_arg(&ma, argc, argv, &a) <= 0)
             return usage(argv[0]);
-        else if (pos == 0)
-            spec = argv[a], pos++;
-        else if (pos == 1)
-            shape = argv[a], pos++;
-        else if (pos == 2)
-            B = atoi(argv[a]), pos++;
-        else if (pos == 3)
-            threads = atoi(argv[a]), pos++;
-        else
-            return usage(argv[0]);
-    }
-    cdp_model_config c = {0};
-    if (!spec || !shape || B < 1 || threads < 1 || rounds < 1 ||
-        sscanf(shape, "%dx%dx%d", &c.input.c, &c.input.h, &c.input.w) != 3)
-        return usage(argv[0]);
-    c.spec = spec;
-    c.stages = 1;
-    c.classes = classes;
-    c.workers = 1;
-    c.balance = CDP_BALANCE_FLOPS;
     cdp_model m;
-    char err[256];
-    if (cdp_model_build(&c, &m, err, sizeof err)) {
-        fprintf(stderr, "linear_bound: %s\n", err);
+    if (bench_model_build(&ma, &m, "linear_bound"))
         return 2;
-    }
+    const char *spec = ma.spec, *shape = ma.shape;
+    const int B = ma.B;
+    threads = ma.threads;
+    rounds = ma.rounds;
+    min_s = ma.min_ms * 1e-3;
     for (int i = 0; i < m.nlayers; i++) {
         const cdp_layer *ly = &m.layers[i];
         char w[80];
@@ -303,7 +279,7 @@ int main(int argc, char **argv)
             fflush(stdout);
             tot_cdp += tc * l->count;
             tot_bound += tb * l->count;
-            snprintf(lcfg, sizeof lcfg, "%s %s rows=%d in=%d out=%d %s", cfg, l->what, l->rows,
+            snprintf(lcfg, sizeof lcfg, "%.199s %.79s rows=%d in=%d out=%d %s", cfg, l->what, l->rows,
                      l->in, l->out, pass ? "bwd" : "fwd");
             bench_result("linear-bound", lcfg, "cdp_ms", tc * 1e3, "ms");
             bench_result("linear-bound", lcfg, "bound_ms", tb * 1e3, "ms");
