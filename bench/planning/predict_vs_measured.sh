@@ -4,9 +4,10 @@
 #     nice bench/planning/predict_vs_measured.sh [BUILD_DIR]
 #
 # For each model of MODELS (B samples a worker, one worker a rank):
-#  1. the machine: a dp run of STEPS steps on NP ranks with
-#     --layer-times-out writes the layer rows (measured under the same
-#     sharing of the cores as the runs below: NP ranks on this machine);
+#  1. the machine: REPS dp runs of STEPS steps on NP ranks with
+#     --layer-times-out write the layer rows (measured under the same
+#     sharing of the cores as the runs below: NP ranks on this machine),
+#     each figure the median of the REPS runs' (python3);
 #  2. shared memory, NP in SHM_RANKS: cdp_netmeasure on NP ranks fills in
 #     the shared-memory link (NP = 1: no link is used);
 #  3. emulated hosts (tests/lib/hosts.sh, 2 hosts x 1 rank, each host's
@@ -15,7 +16,7 @@
 #     file, and ranks_per_host is set to 1 (python3);
 # and for each rule in RULES: the prediction (cdp_run --plan --plan-ranks
 # NP --workers NP --plan-steps STEPS --machine FILE: step_s) and REPS
-# measured runs of STEPS steps (cdp_run --quiet: step_time_s, the same
+# measured runs of STEPS steps (the rules' runs taking turns) (cdp_run --quiet: step_time_s, the same
 # figure: training time / steps of one segment, fill and drain included),
 # their median, and predicted / measured.  Result lines (bench_result):
 #     result planning "<model> <where> <rule>" predicted_step_s|measured_step_s|ratio
@@ -58,6 +59,27 @@ blas_env=
 for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do [ -n "${!v:-}" ] && blas_env="$blas_env -x $v"; done
 common="--data synthetic --batch $B --steps $STEPS --eval-every 0 --threads 1"
 
+# median_rows OUT FILE...: the machine files of REPS profiling runs as one,
+# each figure of the compute part their median (the load of a shared
+# machine changes by the minute; one run's rows may catch a busy one)
+median_rows() {
+    python3 - "$@" <<'PY'
+import json, statistics, sys
+out, files = sys.argv[1], sys.argv[2:]
+ms = [json.load(open(f)) for f in files]
+m = ms[0]
+c = m["compute"]
+for k in ("loss_s", "flops_per_s", "update_s_per_param"):
+    if k in c:
+        c[k] = statistics.median(x["compute"][k] for x in ms)
+rows = [{r["index"]: r for r in x["compute"]["layers"]} for x in ms]
+for r in c["layers"]:
+    for k in ("fwd_s", "bwd_s"):
+        r[k] = statistics.median(x.get(r["index"], {}).get(k, 0.0) for x in rows)
+json.dump(m, open(out, "w"), indent=1)
+PY
+}
+
 # one_per_host FILE: the 2-rank machine file's ranks on hosts of their own
 one_per_host() {
     python3 - "$1" <<'PY'
@@ -82,16 +104,21 @@ one() {
     shift 4
     local rule pred meas r s ratio
     declare -A P M
+    # the rules take turns, run by run: a load that changes over minutes
+    # then weighs on both alike
+    for rule in $RULES; do : >"$tmp/m-$rule"; done
+    for r in $(seq "$REPS"); do
+        for rule in $RULES; do
+            s=$("$@" "$CDP" --model "$model" --rule "$rule" --workers "$np" $common --quiet \
+                    2>>"$tmp/log" | sed -n 's/.*step_time_s \([0-9.e+-]*\).*/\1/p')
+            [ -n "$s" ] && echo "$s" >>"$tmp/m-$rule"
+        done
+    done
     for rule in $RULES; do
         pred=$("$CDP" --plan --plan-ranks "$np" --workers "$np" --model "$model" --data synthetic \
                    --batch "$B" --rule "$rule" --plan-steps "$STEPS" --machine "$machine" 2>>"$tmp/log" |
                sed -n "s/^predict: rule=$rule .* step_s=\([^ ]*\) .*/\1/p")
-        : >"$tmp/m"
-        for r in $(seq "$REPS"); do
-            s=$("$@" "$CDP" --model "$model" --rule "$rule" --workers "$np" $common --quiet \
-                    2>>"$tmp/log" | sed -n 's/.*step_time_s \([0-9.e+-]*\).*/\1/p')
-            [ -n "$s" ] && echo "$s" >>"$tmp/m"
-        done
+        cp "$tmp/m-$rule" "$tmp/m"
         meas=$(median <"$tmp/m")
         ratio=$(awk -v p="${pred:-0}" -v m="${meas:-0}" 'BEGIN { if (p > 0 && m > 0) printf "%.3f", p / m }')
         P[$rule]=$pred M[$rule]=$meas
@@ -118,9 +145,13 @@ echo "# links measured by cdp_netmeasure (shared memory on NP ranks; the host li
 for model in $MODELS; do
     for np in $SHM_RANKS 2; do   # the 2-rank file also serves the hosts
         [ -f "$tmp/machine-$np.json" ] && continue
-        timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \
-            --rule dp --workers "$np" $common --quiet --layer-times-out "$tmp/machine-$np.json" \
-            >>"$tmp/log" 2>&1 || echo "# measuring the machine on $np ranks failed (see $tmp/log)"
+        for r in $(seq "$REPS"); do
+            timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \
+                --rule dp --workers "$np" $common --quiet --layer-times-out "$tmp/rows-$np-$r.json" \
+                >>"$tmp/log" 2>&1 || echo "# measuring the machine on $np ranks failed (see $tmp/log)"
+        done
+        median_rows "$tmp/machine-$np.json" "$tmp"/rows-"$np"-*.json
+        rm -f "$tmp"/rows-"$np"-*.json
     done
     for np in $SHM_RANKS; do
         cp "$tmp/machine-$np.json" "$tmp/shm-$np.json"
