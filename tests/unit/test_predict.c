@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "io/machine_file.h"
+#include "sched/net_fit.h"
 #include "sched/predict.h"
 #include "../lib/check_run.h"
 
@@ -161,6 +162,34 @@ START_TEST(half_duplex_by_hand)
 }
 END_TEST
 
+/* cdp_netmeasure's fit: times made from a = 1e-5 s, o = 2e-6 s and
+ * b = 1e8 B/s (t = a + o + bytes/b) give them back; the bandwidth comes
+ * from the sizes of 64 KiB and more only (the 1 KiB time, off the line,
+ * does not move it); a gap longer than the small message's time is cut to
+ * it (latency 0); too few sizes, or times that do not grow, are refused */
+START_TEST(net_fit_by_hand)
+{
+    const double a = 1e-5, o = 2e-6, b = 1e8;
+    double bytes[4] = { 8, 1024, 65536, 1048576 }, t[4];
+    for (int k = 0; k < 4; k++) t[k] = a + o + bytes[k] / b;
+    t[1] *= 3;   /* the eager protocol's copies: not on the line */
+    cdp_link_cost l;
+    char err[256];
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 4, o, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol(l.bandwidth_Bps, b, 1e-3);
+    ck_assert_double_eq_tol(l.per_message_s, o, 1e-15);
+    ck_assert_double_eq_tol(l.latency_s, a, 1e-15);
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 4, 1.0, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol(l.per_message_s, a + o, 1e-15);
+    ck_assert_double_eq(l.latency_s, 0);
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 1, o, &l, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "two message sizes"));
+    double flat[4] = { 1e-3, 1e-3, 1e-3, 1e-3 };
+    ck_assert_int_eq(cdp_net_fit(bytes, flat, 4, o, &l, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "do not grow"));
+}
+END_TEST
+
 /* cluster scale: N = L = P = 1024 is simulated (instruction lists of every
  * rank, 2 steps), and cdp's activation peak per rank is dp's or less */
 START_TEST(thousand_ranks)
@@ -270,6 +299,7 @@ int main(void)
     tcase_add_test(tc, overlap_by_hand);
     tcase_add_test(tc, per_message_by_hand);
     tcase_add_test(tc, half_duplex_by_hand);
+    tcase_add_test(tc, net_fit_by_hand);
     tcase_add_test(tc, thousand_ranks);
     tcase_add_test(tc, machine_file_round_trip);
     tcase_add_test(tc, bad_machine_files);
