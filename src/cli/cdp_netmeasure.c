@@ -14,10 +14,12 @@
  * Exit status: 0, or 1 with one line naming the error. */
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "io/machine_file.h"
 #include "sched/net_fit.h"
 
@@ -266,6 +268,14 @@ static int run(int me, int P, const opts *o, char *err, size_t errlen)
         return -1;
     }
     if (me == 0) bad = cdp_machine_read(o->in, &m, err, errlen);
+    if (me == 0 && !bad) {   /* an output that cannot be written: said before the measuring */
+        char dir[sizeof o->out];
+        memcpy(dir, o->out, sizeof dir);
+        if (access(dirname(dir), W_OK | X_OK)) {
+            snprintf(err, errlen, "--machine-out %s: cannot write: %s", o->out, strerror(errno));
+            bad = -1;
+        }
+    }
     if (agree(bad, err, errlen)) return -1;
     int *host = hosts_of(P);
     int intra_a = -1, intra_b = -1, inter_b = -1;

@@ -20,7 +20,7 @@ measure() {
 link() {
     python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['network'][sys.argv[2]][sys.argv[3]])" "$@"
 }
-out=$(measure 2 "$TMP/shm.json" --reps 4 --max-bytes 256K 2>&1) || fail "cdp_netmeasure on 2 ranks: $out"
+out=$(measure 2 "$TMP/shm.json" --reps 4 --max-bytes 1M 2>&1) || fail "cdp_netmeasure on 2 ranks: $out"
 # the placeholder is 5e9 B/s; a measured figure is not that round number
 bw=$(link "$TMP/shm.json" intra_host bandwidth_Bps)
 pm=$(link "$TMP/shm.json" intra_host per_message_s)
