@@ -4,24 +4,26 @@
 #     nice bench/planning/predict_vs_measured.sh [BUILD_DIR]
 #
 # For each model of MODELS (B samples a worker, one worker a rank):
-#  1. the machine: a dp run of STEPS steps on NP ranks with
-#     --layer-times-out writes the layer rows (measured under the same
-#     sharing of the cores as the runs below: NP ranks on this machine);
-#     its network part is then set to the link under test (python3);
-#  2. shared memory, NP in SHM_RANKS: ranks_per_host NP, shared-memory
-#     links of SHM_LATENCY s and SHM_BW B/s (assumed, not measured);
+#  1. the machine: REPS dp runs of STEPS steps on NP ranks with
+#     --layer-times-out write the layer rows (measured under the same
+#     sharing of the cores as the runs below: NP ranks on this machine),
+#     each figure the median of the REPS runs' (python3);
+#  2. shared memory, NP in SHM_RANKS: cdp_netmeasure on NP ranks fills in
+#     the shared-memory link (NP = 1: no link is used);
 #  3. emulated hosts (tests/lib/hosts.sh, 2 hosts x 1 rank, each host's
-#     link shaped with --rate RATE, for RATE in RATES): ranks_per_host 1,
-#     the host link at RATE/8 bytes a second and HOST_LATENCY s (assumed:
-#     TCP through veth pairs and a bridge);
+#     link shaped with --rate RATE, for RATE in RATES): cdp_netmeasure on
+#     the two hosts, at that rate, fills in the host link of the 2-rank
+#     file, and ranks_per_host is set to 1 (python3);
 # and for each rule in RULES: the prediction (cdp_run --plan --plan-ranks
 # NP --workers NP --plan-steps STEPS --machine FILE: step_s) and REPS
-# measured runs of STEPS steps (cdp_run --quiet: step_time_s, the same
+# measured runs of STEPS steps (the rules' runs taking turns) (cdp_run --quiet: step_time_s, the same
 # figure: training time / steps of one segment, fill and drain included),
 # their median, and predicted / measured.  Result lines (bench_result):
 #     result planning "<model> <where> <rule>" predicted_step_s|measured_step_s|ratio
 # and per (model, where) whether the dp/cdp ranking predicted is the
-# measured one.  The table (Markdown) goes to stdout after the rows.
+# measured one: "yes" when the order is the same, or when both are ties
+# (predicted within TIE of each other, measured within 4 TIE: with N = 1
+# the two rules run the same timeline).  The table (Markdown) goes to stdout after the rows.
 #
 # This machine: 2 cores shared with other work; the measured times carry
 # its noise (the header's load line says how busy it was).  Needs root for
@@ -29,8 +31,8 @@
 #
 # environment (defaults):
 #   MODELS ["mlp:784-256-128-10 resnet20"]  B [32]  STEPS [8]  REPS [3]
-#   RULES ["dp cdp-v2"]  SHM_RANKS ["1 2"]  RATES ["1gbit 300mbit 100mbit"]
-#   SHM_LATENCY [2e-6]  SHM_BW [2e9]  HOST_LATENCY [1e-4]  TIMEOUT [300]
+#   RULES ["dp cdp-v2"]  SHM_RANKS ["1 2 3 4"]  RATES ["1gbit 300mbit 100mbit"]
+#   TIE [0.05]  TIMEOUT [300]
 #   OUT (keep the machine files and logs there)
 # Smoke (~2 min): MODELS=mlp:784-256-128-10 RATES=100mbit REPS=1 bench/planning/predict_vs_measured.sh
 
@@ -42,14 +44,13 @@ B=${B:-32}
 STEPS=${STEPS:-8}
 REPS=${REPS:-3}
 RULES=${RULES:-"dp cdp-v2"}
-SHM_RANKS=${SHM_RANKS:-"1 2"}
+SHM_RANKS=${SHM_RANKS:-"1 2 3 4"}
 RATES=${RATES:-"1gbit 300mbit 100mbit"}
-SHM_LATENCY=${SHM_LATENCY:-2e-6}
-SHM_BW=${SHM_BW:-2e9}
-HOST_LATENCY=${HOST_LATENCY:-1e-4}
+TIE=${TIE:-0.05}
 TIMEOUT=${TIMEOUT:-300}
 BUILD=${1:-${top_builddir:-$bench_top}}
 CDP=$BUILD/cdp_run
+NETMEASURE=$BUILD/cdp_netmeasure
 bench_start predict_vs_measured.sh rows.txt
 HOSTS_SH=$bench_top/tests/lib/hosts.sh
 # the emulated hosts start ranks in a clean environment (as ssh does): the
@@ -58,23 +59,41 @@ blas_env=
 for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do [ -n "${!v:-}" ] && blas_env="$blas_env -x $v"; done
 common="--data synthetic --batch $B --steps $STEPS --eval-every 0 --threads 1"
 
-# set_net IN OUT RANKS_PER_HOST LATENCY BYTES_PER_S: the machine file IN
-# with its network part replaced (both links the same: one kind is used)
-set_net() {
+# median_rows OUT FILE...: the machine files of REPS profiling runs as one,
+# each figure of the compute part their median (the load of a shared
+# machine changes by the minute; one run's rows may catch a busy one)
+median_rows() {
     python3 - "$@" <<'PY'
-import json, sys
-src, dst, h, lat, bw = sys.argv[1:6]
-m = json.load(open(src))
-link = {"latency_s": float(lat), "bandwidth_Bps": float(bw)}
-m["network"] = {"ranks_per_host": int(h), "intra_host": link, "inter_host": link}
-json.dump(m, open(dst, "w"), indent=1)
+import json, statistics, sys
+out, files = sys.argv[1], sys.argv[2:]
+ms = [json.load(open(f)) for f in files]
+m = ms[0]
+c = m["compute"]
+for k in ("loss_s", "flops_per_s", "update_s_per_param"):
+    if k in c:
+        c[k] = statistics.median(x["compute"][k] for x in ms)
+rows = [{r["index"]: r for r in x["compute"]["layers"]} for x in ms]
+for r in c["layers"]:
+    for k in ("fwd_s", "bwd_s"):
+        r[k] = statistics.median(x.get(r["index"], {}).get(k, 0.0) for x in rows)
+json.dump(m, open(out, "w"), indent=1)
 PY
 }
 
-# rate_bytes RATE: tc's 100mbit as bytes a second
-rate_bytes() {
-    python3 -c "import re,sys; v,u=re.fullmatch(r'([0-9.]+)([kmg]?)bit',sys.argv[1]).groups(); \
-print(float(v)*{'':1,'k':1e3,'m':1e6,'g':1e9}[u]/8)" "$1"
+# one_per_host FILE: the 2-rank machine file's ranks on hosts of their own
+one_per_host() {
+    python3 - "$1" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["network"]["ranks_per_host"] = 1
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+PY
+}
+
+# links FILE: the measured links of a machine file, for the log
+links() {
+    python3 -c "import json,sys; n=json.load(open(sys.argv[1]))['network']; \
+print(' '.join('%s=%s' % (k, n[k]) for k in sorted(n)))" "$1"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -85,16 +104,21 @@ one() {
     shift 4
     local rule pred meas r s ratio
     declare -A P M
+    # the rules take turns, run by run: a load that changes over minutes
+    # then weighs on both alike
+    for rule in $RULES; do : >"$tmp/m-$rule"; done
+    for r in $(seq "$REPS"); do
+        for rule in $RULES; do
+            s=$("$@" "$CDP" --model "$model" --rule "$rule" --workers "$np" $common --quiet \
+                    2>>"$tmp/log" | sed -n 's/.*step_time_s \([0-9.e+-]*\).*/\1/p')
+            [ -n "$s" ] && echo "$s" >>"$tmp/m-$rule"
+        done
+    done
     for rule in $RULES; do
         pred=$("$CDP" --plan --plan-ranks "$np" --workers "$np" --model "$model" --data synthetic \
                    --batch "$B" --rule "$rule" --plan-steps "$STEPS" --machine "$machine" 2>>"$tmp/log" |
                sed -n "s/^predict: rule=$rule .* step_s=\([^ ]*\) .*/\1/p")
-        : >"$tmp/m"
-        for r in $(seq "$REPS"); do
-            s=$("$@" "$CDP" --model "$model" --rule "$rule" --workers "$np" $common --quiet \
-                    2>>"$tmp/log" | sed -n 's/.*step_time_s \([0-9.e+-]*\).*/\1/p')
-            [ -n "$s" ] && echo "$s" >>"$tmp/m"
-        done
+        cp "$tmp/m-$rule" "$tmp/m"
         meas=$(median <"$tmp/m")
         ratio=$(awk -v p="${pred:-0}" -v m="${meas:-0}" 'BEGIN { if (p > 0 && m > 0) printf "%.3f", p / m }')
         P[$rule]=$pred M[$rule]=$meas
@@ -105,8 +129,10 @@ one() {
     done
     if [ -n "${P[dp]:-}" ] && [ -n "${P[cdp-v2]:-}" ] && [ -n "${M[dp]:-}" ] && [ -n "${M[cdp-v2]:-}" ]; then
         local ok
-        ok=$(awk -v a="${P[dp]}" -v b="${P[cdp-v2]}" -v c="${M[dp]}" -v d="${M[cdp-v2]}" \
-                 'BEGIN { print ((a < b) == (c < d)) ? "yes" : "no" }')
+        ok=$(awk -v a="${P[dp]}" -v b="${P[cdp-v2]}" -v c="${M[dp]}" -v d="${M[cdp-v2]}" -v t="$TIE" \
+                 'function rel(x, y) { return (x > y ? x - y : y - x) / (x < y ? x : y) }
+                  BEGIN { if (rel(a, b) < t) print (rel(c, d) < 4 * t) ? "yes (tie)" : "no (tie predicted)";
+                          else print ((a < b) == (c < d)) ? "yes" : "no" }')
         bench_result planning "$model $where" ranking_right "$ok" - | tee -a "$res"
         echo "| $model | $where | ranking dp vs cdp-v2 right | | | $ok |" >>"$tmp/table"
     fi
@@ -114,27 +140,41 @@ one() {
 
 {
 bench_header
-echo "# shared-memory links assumed ${SHM_LATENCY} s + bytes / ${SHM_BW} B/s; host links ${HOST_LATENCY} s + bytes / (RATE/8)"
+echo "# links measured by cdp_netmeasure (shared memory on NP ranks; the host link at each rate)"
 : >"$tmp/table"
 for model in $MODELS; do
     for np in $SHM_RANKS 2; do   # the 2-rank file also serves the hosts
         [ -f "$tmp/machine-$np.json" ] && continue
-        timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \
-            --rule dp --workers "$np" $common --quiet --layer-times-out "$tmp/machine-$np.json" \
-            >>"$tmp/log" 2>&1 || echo "# measuring the machine on $np ranks failed (see $tmp/log)"
+        for r in $(seq "$REPS"); do
+            timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \
+                --rule dp --workers "$np" $common --quiet --layer-times-out "$tmp/rows-$np-$r.json" \
+                >>"$tmp/log" 2>&1 || echo "# measuring the machine on $np ranks failed (see $tmp/log)"
+        done
+        median_rows "$tmp/machine-$np.json" "$tmp"/rows-"$np"-*.json
+        rm -f "$tmp"/rows-"$np"-*.json
     done
     for np in $SHM_RANKS; do
-        set_net "$tmp/machine-$np.json" "$tmp/shm-$np.json" "$np" "$SHM_LATENCY" "$SHM_BW"
+        cp "$tmp/machine-$np.json" "$tmp/shm-$np.json"
+        if [ "$np" -gt 1 ]; then
+            timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$NETMEASURE" \
+                --machine "$tmp/machine-$np.json" --machine-out "$tmp/shm-$np.json" >>"$tmp/log" 2>&1 \
+                || echo "# measuring shared memory on $np ranks failed (see $tmp/log)"
+            echo "# $model shm np=$np: $(links "$tmp/shm-$np.json")"
+        fi
         one "$model" "shm np=$np" "$np" "$tmp/shm-$np.json" \
             timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np"
     done
     for rate in $RATES; do
-        set_net "$tmp/machine-2.json" "$tmp/hosts-$rate.json" 1 "$HOST_LATENCY" "$(rate_bytes "$rate")"
         "$HOSTS_SH" --hosts 2 --slots 1 -- true >/dev/null 2>&1
         if [ $? -eq 77 ]; then
             echo "# emulated hosts not available here (hosts.sh exit 77): rate $rate skipped"
             continue
         fi
+        "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- timeout "$TIMEOUT" mpirun --bind-to none \
+            -np 2 "$NETMEASURE" --machine "$tmp/machine-2.json" --machine-out "$tmp/hosts-$rate.json" \
+            >>"$tmp/log" 2>&1 || echo "# measuring the host link at $rate failed (see $tmp/log)"
+        one_per_host "$tmp/hosts-$rate.json"
+        echo "# $model 2 hosts $rate: $(links "$tmp/hosts-$rate.json")"
         one "$model" "2 hosts $rate" 2 "$tmp/hosts-$rate.json" \
             "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- \
             timeout "$TIMEOUT" mpirun --bind-to none -np 2 $blas_env

@@ -81,13 +81,20 @@ static int get_int(const reader *r, const cdp_json *obj, const char *where, cons
 
 static int read_link(const reader *r, const cdp_json *net, const char *key, cdp_link_cost *l)
 {
-    static const char *const known[] = { "latency_s", "bandwidth_Bps", NULL };
+    static const char *const known[] = { "latency_s", "bandwidth_Bps", "per_message_s",
+                                         "half_duplex", NULL };
     char where[64];
     snprintf(where, sizeof where, "network.%s", key);
     const cdp_json *o = cdp_json_get(net, key);
     if (!o) return fail(r, "network: missing \"%s\"", key);
     if (check_keys(r, o, where, known)) return -1;
     if (get_num(r, o, where, "latency_s", 1, 0, 1e3, &l->latency_s)) return -1;
+    l->per_message_s = 0;   /* optional: files written before it was measured */
+    if (get_num(r, o, where, "per_message_s", 0, 0, 1e3, &l->per_message_s)) return -1;
+    const cdp_json *hd = cdp_json_get(o, "half_duplex");
+    if (hd && hd->type != CDP_JSON_BOOL)
+        return fail(r, "%s.half_duplex: expected true or false, got %s", where, cdp_json_type_name(hd->type));
+    l->half_duplex = hd ? hd->boolean : 0;
     return get_num(r, o, where, "bandwidth_Bps", 1, 1, 1e15, &l->bandwidth_Bps);
 }
 
@@ -217,7 +224,9 @@ static void link_json(FILE *f, const char *key, const cdp_link_cost *l, const ch
     cdp_json_write_double(f, l->latency_s);
     fprintf(f, ", \"bandwidth_Bps\": ");
     cdp_json_write_double(f, l->bandwidth_Bps);
-    fprintf(f, "}%s\n", tail);
+    fprintf(f, ", \"per_message_s\": ");
+    cdp_json_write_double(f, l->per_message_s);
+    fprintf(f, ", \"half_duplex\": %s}%s\n", l->half_duplex ? "true" : "false", tail);
 }
 
 void cdp_machine_write(FILE *f, const cdp_machine *m)

@@ -12,8 +12,11 @@
 #include <stdio.h>
 
 typedef struct cdp_link_cost {
-    double latency_s;        /* alpha: seconds per message */
+    double latency_s;        /* alpha: seconds a message is in flight */
     double bandwidth_Bps;    /* 1/beta: bytes per second */
+    double per_message_s;    /* o: seconds a message holds its link (and MPI) besides its bytes */
+    int half_duplex;         /* 1: the two directions share the bandwidth (measured: an exchange
+                              * moves each way at about half the one-way rate) */
 } cdp_link_cost;
 
 typedef struct cdp_network {

@@ -90,8 +90,8 @@ static int write_machine(const char *path, const double *s, const double *n, con
     if (n[op] > 0 && m->nparams > 0)
         mach.update_s_per_param = s[op] / (n[op] / m->nstages * (double)m->nparams);
     mach.net.ranks_per_host = (c->size + c->nhosts - 1) / (c->nhosts > 0 ? c->nhosts : 1);
-    mach.net.intra = (cdp_link_cost){ 1e-6, 5e9 };
-    mach.net.inter = (cdp_link_cost){ 5e-5, 1.25e8 };
+    mach.net.intra = (cdp_link_cost){ 1e-6, 5e9, 0, 0 };
+    mach.net.inter = (cdp_link_cost){ 5e-5, 1.25e8, 0, 0 };
     FILE *f = fopen(path, "w");
     int bad = !f;
     if (f) {

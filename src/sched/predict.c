@@ -20,9 +20,17 @@
 
 static int host_of(const cdp_network *n, int r) { return r / n->ranks_per_host; }
 
+/* A message of n bytes on link l: its per-message cost and its bytes,
+ * `ways` of them at once when both directions share a half-duplex link. */
+static double occupancy(const cdp_link_cost *l, double n, int ways)
+{
+    return (l->half_duplex ? ways : 1) * (l->per_message_s + n / l->bandwidth_Bps);
+}
+
 /* One round of S ranks in which rank i sends n bytes to partner(i) (or
  * nobody, -1): the slowest link decides; a host's link carries every flow
- * of its ranks that leaves the host. */
+ * of its ranks that leaves the host, and in an exchange (not a tree) as
+ * many come in. */
 static double round_time(int S, int first, double n, const cdp_network *net, int d, int tree)
 {
     int flows = 0, most = 0, host = -1, cross = 0, local = 0;
@@ -39,8 +47,9 @@ static double round_time(int S, int first, double n, const cdp_network *net, int
         }
     }
     double t = 0;
-    if (cross) t = net->inter.latency_s + most * n / net->inter.bandwidth_Bps;
-    if (local) t = fmax(t, net->intra.latency_s + n / net->intra.bandwidth_Bps);
+    const int ways = tree ? 1 : 2;
+    if (cross) t = net->inter.latency_s + most * occupancy(&net->inter, n, ways);
+    if (local) t = fmax(t, net->intra.latency_s + occupancy(&net->intra, n, ways));
     return t;
 }
 
@@ -52,8 +61,8 @@ double cdp_allreduce_time(int S, int first, double n, const cdp_network *net, co
      * the next rank; ranks of a host are contiguous, so each host's link
      * carries one flow out and one in */
     const int spans = host_of(net, first) != host_of(net, first + S - 1);
-    double step = net->intra.latency_s + n / S / net->intra.bandwidth_Bps;
-    if (spans) step = fmax(step, net->inter.latency_s + n / S / net->inter.bandwidth_Bps);
+    double step = net->intra.latency_s + occupancy(&net->intra, n / S, 2);
+    if (spans) step = fmax(step, net->inter.latency_s + occupancy(&net->inter, n / S, 2));
     const double ring = 2.0 * (S - 1) * step;
     /* recursive doubling: partners 2^k apart exchange all n bytes; S not a
      * power of two adds a round before and after (the ranks beyond the
@@ -211,18 +220,30 @@ static void transfer(sim *S, msg *m, double now, int eager)
     const cdp_network *n = S->net;
     const int hs = host_of(n, m->src), hd = host_of(n, m->key.dst);
     if (hs == hd) {
-        rank_state *R = &S->R[m->src];
-        double start = fmax(now + (eager ? 0 : n->intra.latency_s), R->intra_free);
-        double d = m->bytes / n->intra.bandwidth_Bps;
+        rank_state *R = &S->R[m->src], *D = &S->R[m->key.dst];
+        const int half = n->intra.half_duplex;   /* the receiver's link is busy too */
+        double start = fmax(now + (eager ? 0 : n->intra.latency_s),
+                            half ? fmax(R->intra_free, D->intra_free) : R->intra_free);
+        double d = occupancy(&n->intra, m->bytes, 1);
         R->intra_free = start + d;
         R->intra_busy += d;
+        if (half) {
+            D->intra_free = start + d;
+            D->intra_busy += d;
+        }
         m->arrival = start + d + n->intra.latency_s;
     } else {   /* store and forward through the sender's and the receiver's host links */
+        const int half = n->inter.half_duplex;   /* a host's link: one way at a time */
         double start = fmax(now + (eager ? 0 : n->inter.latency_s),
                             fmax(S->egress_free[hs], S->ingress_free[hd]));
-        double d = m->bytes / n->inter.bandwidth_Bps;
+        if (half) start = fmax(start, fmax(S->ingress_free[hs], S->egress_free[hd]));
+        double d = occupancy(&n->inter, m->bytes, 1);
         S->egress_free[hs] = S->ingress_free[hd] = start + d;
         S->egress_busy[hs] += d;
+        if (half) {
+            S->ingress_free[hs] = S->egress_free[hd] = start + d;
+            S->egress_busy[hd] += d;
+        }
         m->arrival = start + d + n->inter.latency_s;
     }
     if (m->waiter >= 0) wake(S, m->waiter, m->arrival);

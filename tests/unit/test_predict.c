@@ -7,13 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 #include "io/machine_file.h"
+#include "sched/net_fit.h"
 #include "sched/predict.h"
 #include "../lib/check_run.h"
 
 /* one rank per host; alpha 0 unless given; 1e6 bytes a second */
 static cdp_network net1(double alpha)
 {
-    return (cdp_network){ 1, { alpha, 1e6 }, { alpha, 1e6 } };
+    return (cdp_network){ 1, { alpha, 1e6, 0, 0 }, { alpha, 1e6, 0, 0 } };
 }
 
 static cdp_prediction run(int N, int L, int P, cdp_rule rule, int K, const cdp_stage_cost *st,
@@ -62,7 +63,7 @@ START_TEST(allreduce_by_hand)
     /* 2 ranks per host, shared memory 10x faster: S = 4 ring steps cost
      * the host link's 0.001 + 0.25; doubling's second round puts both
      * ranks of a host on its link: 0.001 + 2 x 1 */
-    cdp_network h2 = { 2, { 1e-4, 1e7 }, { 1e-3, 1e6 } };
+    cdp_network h2 = { 2, { 1e-4, 1e7, 0, 0 }, { 1e-3, 1e6, 0, 0 } };
     ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &h2, &algo), 1.506, 1e-12);
     ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h2, &algo), 1e-4 + 0.1, 1e-12);
     /* binomial tree, S = 4: two rounds of 0.001 + 1 */
@@ -102,9 +103,90 @@ START_TEST(overlap_by_hand)
     ck_assert_double_eq_tol(p.step_s, 4.0, 1e-12);
     ck_assert_double_eq_tol(p.compute_s, 2.0, 1e-12);
     /* a free network: the compute alone, rank 1 one tick behind */
-    cdp_network fast = { 1, { 0, 1e15 }, { 0, 1e15 } };
+    cdp_network fast = { 1, { 0, 1e15, 0, 0 }, { 0, 1e15, 0, 0 } };
     p = run(2, 1, 2, CDP_RULE_CDP_V1, 2, &st, &fast);
     ck_assert_double_eq_tol(p.segment_s, 5.0, 1e-6);
+}
+END_TEST
+
+/* the per-message cost o: the case above with o = 0.5 s on every message.
+ * Its critical path is rank 0's F B [0,2], G0, rank 1's B, S0 (which rank
+ * 1 waits for before the tick that receives G1), G1, rank 1's B, S1: 8 s
+ * with o = 0 (the case above), four transfers of 1 + 0.5 s here: 10 s
+ * (S0 sent at 4.5, arrives 6 > 5.5, the end of rank 1's F).  The collectives:
+ * S = 2 doubling, one round of a + o + n/b; ring 2(S-1)(a + o + n/(S b)) */
+START_TEST(per_message_by_hand)
+{
+    cdp_stage_cost st = { 1.0, 1.0, 0.0, 1e6, 0, 0, 0 };
+    cdp_network n = net1(0);
+    n.intra.per_message_s = n.inter.per_message_s = 0.5;
+    cdp_prediction p = run(2, 1, 2, CDP_RULE_CDP_V1, 2, &st, &n);
+    ck_assert_double_eq_tol(p.segment_s, 10.0, 1e-12);
+    cdp_network c = net1(1e-3);
+    c.inter.per_message_s = 0.5e-3;
+    const char *algo;
+    /* S = 2: doubling 0.001 + 0.0005 + 1; ring 2(0.001 + 0.0005 + 0.5) */
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &c, &algo), 1.0015, 1e-12);
+    ck_assert_str_eq(algo, "recursive doubling");
+    /* S = 4: ring 6(0.001 + 0.0005 + 0.25) = 1.509 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &c, &algo), 1.509, 1e-12);
+    /* 1000 bytes, S = 4: doubling 2(0.001 + 0.0005 + 0.001) = 0.005 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e3, &c, &algo), 0.005, 1e-12);
+    /* binomial tree, S = 4: 2(0.001 + 0.0005 + 1) */
+    ck_assert_double_eq_tol(cdp_tree_time(4, 0, 1e6, &c), 2.003, 1e-12);
+}
+END_TEST
+
+/* A half-duplex link carries one direction at a time: an exchange (both
+ * partners send n) takes 2(o + n/b) on it; a tree's round sends one way. */
+START_TEST(half_duplex_by_hand)
+{
+    cdp_network c = net1(1e-3);
+    c.inter.per_message_s = 0.5e-3;
+    c.inter.half_duplex = 1;
+    const char *algo;
+    /* S = 2: doubling 0.001 + 2(0.0005 + 1) = 2.002; ring 2(0.001 + 2(0.0005 + 0.5)) = 2.004 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &c, &algo), 2.002, 1e-12);
+    ck_assert_str_eq(algo, "recursive doubling");
+    /* S = 4: ring 6(0.001 + 2(0.0005 + 0.25)) = 3.012; doubling 2 x 2.002 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &c, &algo), 3.012, 1e-12);
+    ck_assert_str_eq(algo, "ring");
+    ck_assert_double_eq_tol(cdp_tree_time(4, 0, 1e6, &c), 2.003, 1e-12);
+    /* dp on 2 ranks (dp_two_ranks): forward, backward, the exchange, the update */
+    cdp_stage_cost st = { 1.0, 2.0, 0.5, 1e6, 0, 0, 0 };
+    cdp_prediction p = run(2, 1, 2, CDP_RULE_DP, 1, &st, &c);
+    ck_assert_double_eq_tol(p.step_s, 1 + 2 + 2.002 + 0.5, 1e-12);
+    /* inside a host: the same on the shared-memory link */
+    cdp_network h = { 2, { 1e-3, 1e6, 0.5e-3, 1 }, { 1, 1, 0, 0 } };
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h, &algo), 2.002, 1e-12);
+}
+END_TEST
+
+/* cdp_netmeasure's fit: times made from a = 1e-5 s, o = 2e-6 s and
+ * b = 1e8 B/s (t = a + o + bytes/b) give them back; the bandwidth comes
+ * from the sizes of 64 KiB and more only (the 1 KiB time, off the line,
+ * does not move it); a gap longer than the small message's time is cut to
+ * it (latency 0); too few sizes, or times that do not grow, are refused */
+START_TEST(net_fit_by_hand)
+{
+    const double a = 1e-5, o = 2e-6, b = 1e8;
+    double bytes[4] = { 8, 1024, 65536, 1048576 }, t[4];
+    for (int k = 0; k < 4; k++) t[k] = a + o + bytes[k] / b;
+    t[1] *= 3;   /* the eager protocol's copies: not on the line */
+    cdp_link_cost l;
+    char err[256];
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 4, o, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol(l.bandwidth_Bps, b, 1e-3);
+    ck_assert_double_eq_tol(l.per_message_s, o, 1e-15);
+    ck_assert_double_eq_tol(l.latency_s, a, 1e-15);
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 4, 1.0, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol(l.per_message_s, a + o, 1e-15);
+    ck_assert_double_eq(l.latency_s, 0);
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 1, o, &l, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "two message sizes"));
+    double flat[4] = { 1e-3, 1e-3, 1e-3, 1e-3 };
+    ck_assert_int_eq(cdp_net_fit(bytes, flat, 4, o, &l, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "do not grow"));
 }
 END_TEST
 
@@ -115,7 +197,7 @@ START_TEST(thousand_ranks)
     cdp_stage_cost *st = calloc(1024, sizeof *st);
     for (int l = 0; l < 1024; l++)
         st[l] = (cdp_stage_cost){ 1e-4, 2e-4, 1e-5, 4e4, 1e5, 1e4, 1e4 };
-    cdp_network n = { 8, { 1e-6, 1e10 }, { 5e-6, 2.5e10 } };
+    cdp_network n = { 8, { 1e-6, 1e10, 0, 0 }, { 5e-6, 2.5e10, 0, 0 } };
     cdp_prediction p = run(1024, 1024, 1024, CDP_RULE_CDP_V2, 2, st, &n);
     cdp_prediction d = run(1024, 1024, 1024, CDP_RULE_DP, 2, st, &n);
     ck_assert(p.step_s > 0.3 && isfinite(p.step_s));   /* 1024 x 3e-4 s of compute a step */
@@ -215,6 +297,9 @@ int main(void)
     tcase_add_test(tc, allreduce_by_hand);
     tcase_add_test(tc, dp_two_ranks);
     tcase_add_test(tc, overlap_by_hand);
+    tcase_add_test(tc, per_message_by_hand);
+    tcase_add_test(tc, half_duplex_by_hand);
+    tcase_add_test(tc, net_fit_by_hand);
     tcase_add_test(tc, thousand_ranks);
     tcase_add_test(tc, machine_file_round_trip);
     tcase_add_test(tc, bad_machine_files);
