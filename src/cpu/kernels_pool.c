@@ -105,6 +105,71 @@ void cdp_cpu_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx)
     }
 }
 
+/* adaptive pooling's window along one axis: [*lo, *hi) of n for output i of o
+ * (PyTorch's start_index and end_index) */
+static void window(int i, int o, int n, int *lo, int *hi)
+{
+    *lo = (int)(((long long)i * n) / o);
+    *hi = (int)(((long long)(i + 1) * n + o - 1) / o);
+}
+
+void cdp_cpu_adaptive_avgpool_fwd(int B, int C, int H, int W, int OH, int OW, const float *x,
+                                  float *y)
+{
+    if (B <= 0 || C <= 0 || OH <= 0 || OW <= 0)
+        return;
+    const size_t planes = (size_t)B * (size_t)C;
+    const size_t HWi = (size_t)H * (size_t)W, HWo = (size_t)OH * (size_t)OW;
+#pragma omp parallel for CDP_CPU_PAR(planes * (HWi + HWo))
+    for (size_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * HWi;
+        float *yp = y + pl * HWo;
+        for (int i = 0; i < OH; i++) {
+            int r0, r1;
+            window(i, OH, H, &r0, &r1);
+            for (int j = 0; j < OW; j++) {
+                int c0, c1;
+                window(j, OW, W, &c0, &c1);
+                float s = 0.0f;
+                for (int r = r0; r < r1; r++)
+                    for (int c = c0; c < c1; c++)
+                        s = s + xp[(size_t)r * (size_t)W + (size_t)c];
+                yp[(size_t)i * (size_t)OW + (size_t)j] = s * (1.0f / (float)((r1 - r0) * (c1 - c0)));
+            }
+        }
+    }
+}
+
+void cdp_cpu_adaptive_avgpool_bwd(int B, int C, int H, int W, int OH, int OW, const float *dy,
+                                  float *dx)
+{
+    if (B <= 0 || C <= 0 || H <= 0 || W <= 0)
+        return;
+    const size_t planes = (size_t)B * (size_t)C;
+    const size_t HWi = (size_t)H * (size_t)W, HWo = (size_t)(OH > 0 ? OH : 0) * (size_t)(OW > 0 ? OW : 0);
+#pragma omp parallel for CDP_CPU_PAR(planes * (HWi + HWo))
+    for (size_t pl = 0; pl < planes; pl++) {
+        float *dp = dx + pl * HWi;
+        const float *gp = dy + pl * HWo;
+        memset(dp, 0, HWi * sizeof *dp);
+        for (int i = 0; i < OH; i++) {
+            int r0, r1;
+            window(i, OH, H, &r0, &r1);
+            for (int j = 0; j < OW; j++) {
+                int c0, c1;
+                window(j, OW, W, &c0, &c1);
+                const float v = gp[(size_t)i * (size_t)OW + (size_t)j] *
+                                (1.0f / (float)((r1 - r0) * (c1 - c0)));
+                for (int r = r0; r < r1; r++)
+                    for (int c = c0; c < c1; c++) {
+                        float *d = dp + (size_t)r * (size_t)W + (size_t)c;
+                        *d = *d + v;
+                    }
+            }
+        }
+    }
+}
+
 /* y = a + b; y may alias a or b (one element read, then written) */
 void cdp_cpu_add3(size_t n, const float *a, const float *b, float *y)
 {
