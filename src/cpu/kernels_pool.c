@@ -105,12 +105,22 @@ void cdp_cpu_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx)
     }
 }
 
-/* adaptive pooling's window along one axis: [*lo, *hi) of n for output i of o
- * (PyTorch's start_index and end_index) */
-static void window(int i, int o, int n, int *lo, int *hi)
+/* adaptive pooling's window of output (i, j): rows [w->r0, w->r1), columns
+ * [w->c0, w->c1) (PyTorch's start_index and end_index), and 1 / its size */
+typedef struct apool_window {
+    int r0, r1, c0, c1;
+    float inv;
+} apool_window;
+
+static apool_window apool_cell(int i, int j, int H, int W, int OH, int OW)
 {
-    *lo = (int)(((long long)i * n) / o);
-    *hi = (int)(((long long)(i + 1) * n + o - 1) / o);
+    apool_window w;
+    w.r0 = (int)(((long long)i * H) / OH);
+    w.r1 = (int)(((long long)(i + 1) * H + OH - 1) / OH);
+    w.c0 = (int)(((long long)j * W) / OW);
+    w.c1 = (int)(((long long)(j + 1) * W + OW - 1) / OW);
+    w.inv = 1.0f / (float)((w.r1 - w.r0) * (w.c1 - w.c0));
+    return w;
 }
 
 void cdp_cpu_adaptive_avgpool_fwd(int B, int C, int H, int W, int OH, int OW, const float *x,
@@ -123,19 +133,14 @@ void cdp_cpu_adaptive_avgpool_fwd(int B, int C, int H, int W, int OH, int OW, co
 #pragma omp parallel for CDP_CPU_PAR(planes * (HWi + HWo))
     for (size_t pl = 0; pl < planes; pl++) {
         const float *xp = x + pl * HWi;
-        float *yp = y + pl * HWo;
-        for (int i = 0; i < OH; i++) {
-            int r0, r1;
-            window(i, OH, H, &r0, &r1);
-            for (int j = 0; j < OW; j++) {
-                int c0, c1;
-                window(j, OW, W, &c0, &c1);
-                float s = 0.0f;
-                for (int r = r0; r < r1; r++)
-                    for (int c = c0; c < c1; c++)
-                        s = s + xp[(size_t)r * (size_t)W + (size_t)c];
-                yp[(size_t)i * (size_t)OW + (size_t)j] = s * (1.0f / (float)((r1 - r0) * (c1 - c0)));
-            }
+        for (size_t q = 0; q < HWo; q++) {
+            const apool_window w = apool_cell((int)(q / (size_t)OW), (int)(q % (size_t)OW), H, W,
+                                              OH, OW);
+            float s = 0.0f;
+            for (int r = w.r0; r < w.r1; r++)
+                for (int c = w.c0; c < w.c1; c++)
+                    s = s + xp[(size_t)r * (size_t)W + (size_t)c];
+            y[pl * HWo + q] = s * w.inv;
         }
     }
 }
@@ -150,22 +155,16 @@ void cdp_cpu_adaptive_avgpool_bwd(int B, int C, int H, int W, int OH, int OW, co
 #pragma omp parallel for CDP_CPU_PAR(planes * (HWi + HWo))
     for (size_t pl = 0; pl < planes; pl++) {
         float *dp = dx + pl * HWi;
-        const float *gp = dy + pl * HWo;
         memset(dp, 0, HWi * sizeof *dp);
-        for (int i = 0; i < OH; i++) {
-            int r0, r1;
-            window(i, OH, H, &r0, &r1);
-            for (int j = 0; j < OW; j++) {
-                int c0, c1;
-                window(j, OW, W, &c0, &c1);
-                const float v = gp[(size_t)i * (size_t)OW + (size_t)j] *
-                                (1.0f / (float)((r1 - r0) * (c1 - c0)));
-                for (int r = r0; r < r1; r++)
-                    for (int c = c0; c < c1; c++) {
-                        float *d = dp + (size_t)r * (size_t)W + (size_t)c;
-                        *d = *d + v;
-                    }
-            }
+        for (size_t q = 0; q < HWo; q++) {   /* in output order: windows overlap */
+            const apool_window w = apool_cell((int)(q / (size_t)OW), (int)(q % (size_t)OW), H, W,
+                                              OH, OW);
+            const float v = dy[pl * HWo + q] * w.inv;
+            for (int r = w.r0; r < w.r1; r++)
+                for (int c = w.c0; c < w.c1; c++) {
+                    float *d = dp + (size_t)r * (size_t)W + (size_t)c;
+                    *d = *d + v;
+                }
         }
     }
 }
