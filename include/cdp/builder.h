@@ -98,6 +98,11 @@ int cdp_builder_dropout(cdp_builder *b, const char *name, int in, float p);
 int cdp_builder_maxpool2d(cdp_builder *b, int in, int k, int stride, int pad);
 /* Global average pooling, torch.nn.AdaptiveAvgPool2d(1): C x H x W -> C x 1 x 1. */
 int cdp_builder_avgpool(cdp_builder *b, int in);
+/* torch.nn.AdaptiveAvgPool2d(out): C x H x W -> C x out x out, output (i, j)
+ * the mean of rows floor(i*H/out) .. ceil((i+1)*H/out)-1 and the columns
+ * alike; out in [1, 65536] (1: cdp_builder_avgpool), larger than H or W
+ * too. */
+int cdp_builder_adaptive_avgpool(cdp_builder *b, int in, int out);
 /* torch.flatten(x, 1): C x H x W -> CHW x 1 x 1, a view (no copy). */
 int cdp_builder_flatten(cdp_builder *b, int in);
 /* x + y, of the same shape (a residual connection). */

@@ -105,6 +105,70 @@ void cdp_cpu_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx)
     }
 }
 
+/* adaptive pooling's window of output (i, j): rows [w->r0, w->r1), columns
+ * [w->c0, w->c1) (PyTorch's start_index and end_index), and 1 / its size */
+typedef struct apool_window {
+    int r0, r1, c0, c1;
+    float inv;
+} apool_window;
+
+static apool_window apool_cell(int i, int j, int H, int W, int OH, int OW)
+{
+    apool_window w;
+    w.r0 = (int)(((long long)i * H) / OH);
+    w.r1 = (int)(((long long)(i + 1) * H + OH - 1) / OH);
+    w.c0 = (int)(((long long)j * W) / OW);
+    w.c1 = (int)(((long long)(j + 1) * W + OW - 1) / OW);
+    w.inv = 1.0f / (float)((w.r1 - w.r0) * (w.c1 - w.c0));
+    return w;
+}
+
+void cdp_cpu_adaptive_avgpool_fwd(int B, int C, int H, int W, int OH, int OW, const float *x,
+                                  float *y)
+{
+    if (B <= 0 || C <= 0 || OH <= 0 || OW <= 0)
+        return;
+    const size_t planes = (size_t)B * (size_t)C;
+    const size_t HWi = (size_t)H * (size_t)W, HWo = (size_t)OH * (size_t)OW;
+#pragma omp parallel for CDP_CPU_PAR(planes * (HWi + HWo))
+    for (size_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * HWi;
+        for (size_t q = 0; q < HWo; q++) {
+            const apool_window w = apool_cell((int)(q / (size_t)OW), (int)(q % (size_t)OW), H, W,
+                                              OH, OW);
+            float s = 0.0f;
+            for (int r = w.r0; r < w.r1; r++)
+                for (int c = w.c0; c < w.c1; c++)
+                    s = s + xp[(size_t)r * (size_t)W + (size_t)c];
+            y[pl * HWo + q] = s * w.inv;
+        }
+    }
+}
+
+void cdp_cpu_adaptive_avgpool_bwd(int B, int C, int H, int W, int OH, int OW, const float *dy,
+                                  float *dx)
+{
+    if (B <= 0 || C <= 0 || H <= 0 || W <= 0)
+        return;
+    const size_t planes = (size_t)B * (size_t)C;
+    const size_t HWi = (size_t)H * (size_t)W, HWo = (size_t)(OH > 0 ? OH : 0) * (size_t)(OW > 0 ? OW : 0);
+#pragma omp parallel for CDP_CPU_PAR(planes * (HWi + HWo))
+    for (size_t pl = 0; pl < planes; pl++) {
+        float *dp = dx + pl * HWi;
+        memset(dp, 0, HWi * sizeof *dp);
+        for (size_t q = 0; q < HWo; q++) {   /* in output order: windows overlap */
+            const apool_window w = apool_cell((int)(q / (size_t)OW), (int)(q % (size_t)OW), H, W,
+                                              OH, OW);
+            const float v = dy[pl * HWo + q] * w.inv;
+            for (int r = w.r0; r < w.r1; r++)
+                for (int c = w.c0; c < w.c1; c++) {
+                    float *d = dp + (size_t)r * (size_t)W + (size_t)c;
+                    *d = *d + v;
+                }
+        }
+    }
+}
+
 /* y = a + b; y may alias a or b (one element read, then written) */
 void cdp_cpu_add3(size_t n, const float *a, const float *b, float *y)
 {

@@ -756,6 +756,61 @@ __global__ static void k_avgpool_bwd(size_t n, int HW, float inv, const float *_
         dx[i] = __fmul_rn(dy[i / (size_t)HW], inv);
 }
 
+/* adaptive pooling's window along one axis (the CPU kernel's) */
+__device__ static void aa_window(int i, int o, int n, int *lo, int *hi)
+{
+    *lo = (int)(((long long)i * n) / o);
+    *hi = (int)(((long long)(i + 1) * n + o - 1) / o);
+}
+
+/* One thread per output: its window summed in float in row-major order, as
+ * the CPU kernel, so both give the same bits */
+__global__ static void k_adaptive_avgpool_fwd(size_t n, int H, int W, int OH, int OW,
+                                              const float *__restrict__ x, float *__restrict__ y)
+{
+    GRID_STRIDE(q, n) {
+        const size_t pl = q / ((size_t)OH * (size_t)OW);
+        const int i = (int)(q / (size_t)OW % (size_t)OH), j = (int)(q % (size_t)OW);
+        int r0, r1, c0, c1;
+        aa_window(i, OH, H, &r0, &r1);
+        aa_window(j, OW, W, &c0, &c1);
+        const float *xp = x + pl * (size_t)H * (size_t)W;
+        float s = 0.0f;
+        for (int r = r0; r < r1; r++)
+            for (int c = c0; c < c1; c++)
+                s = __fadd_rn(s, xp[(size_t)r * (size_t)W + (size_t)c]);
+        y[q] = __fmul_rn(s, __fdiv_rn(1.0f, (float)((r1 - r0) * (c1 - c0))));
+    }
+}
+
+/* One thread per input plane: dx = 0, then the outputs' shares added in
+ * row-major output order (windows overlap), as the CPU kernel */
+__global__ static void k_adaptive_avgpool_bwd(size_t planes, int H, int W, int OH, int OW,
+                                              const float *__restrict__ dy, float *__restrict__ dx)
+{
+    GRID_STRIDE(pl, planes) {
+        float *dp = dx + pl * (size_t)H * (size_t)W;
+        const float *gp = dy + pl * (size_t)OH * (size_t)OW;
+        for (size_t p = 0; p < (size_t)H * (size_t)W; p++)
+            dp[p] = 0.0f;
+        for (int i = 0; i < OH; i++) {
+            int r0, r1;
+            aa_window(i, OH, H, &r0, &r1);
+            for (int j = 0; j < OW; j++) {
+                int c0, c1;
+                aa_window(j, OW, W, &c0, &c1);
+                const float v = __fmul_rn(gp[(size_t)i * (size_t)OW + (size_t)j],
+                                          __fdiv_rn(1.0f, (float)((r1 - r0) * (c1 - c0))));
+                for (int r = r0; r < r1; r++)
+                    for (int c = c0; c < c1; c++) {
+                        float *d = dp + (size_t)r * (size_t)W + (size_t)c;
+                        *d = __fadd_rn(*d, v);
+                    }
+            }
+        }
+    }
+}
+
 /* y = a + b; y may alias a or b (each element read, then written) */
 __global__ static void k_add3(size_t n, const float *a, const float *b, float *y)
 {
@@ -808,6 +863,28 @@ void cdp_cuda_avgpool_bwd(int B, int C, int HW, const float *dy, float *dx)
     const float inv = 1.0f / (float)HW;
     k_avgpool_bwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, HW, inv, dy, dx);
     CDP_CUDA_LAUNCHED("k_avgpool_bwd");
+}
+
+void cdp_cuda_adaptive_avgpool_fwd(int B, int C, int H, int W, int OH, int OW, const float *x,
+                                   float *y)
+{
+    if (B <= 0 || C <= 0 || OH <= 0 || OW <= 0)
+        return;
+    const size_t n = (size_t)B * (size_t)C * (size_t)OH * (size_t)OW;
+    k_adaptive_avgpool_fwd<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, H, W, OH, OW,
+                                                                              x, y);
+    CDP_CUDA_LAUNCHED("k_adaptive_avgpool_fwd");
+}
+
+void cdp_cuda_adaptive_avgpool_bwd(int B, int C, int H, int W, int OH, int OW, const float *dy,
+                                   float *dx)
+{
+    if (B <= 0 || C <= 0 || H <= 0 || W <= 0)
+        return;
+    const size_t planes = (size_t)B * (size_t)C;
+    k_adaptive_avgpool_bwd<<<grid_for(planes), CDP_THREADS, 0, cdp_cuda_g.stream>>>(
+        planes, H, W, OH > 0 ? OH : 0, OW > 0 ? OW : 0, dy, dx);
+    CDP_CUDA_LAUNCHED("k_adaptive_avgpool_bwd");
 }
 
 void cdp_cuda_add3(size_t n, const float *a, const float *b, float *y)

@@ -272,6 +272,15 @@ int cdp_builder_avgpool(cdp_builder *b, int in)
     return cdp_builder_layer(b, cdp_builder_named(b, CDP_LAYER_AVGPOOL, "avgpool"), in, -1);
 }
 
+int cdp_builder_adaptive_avgpool(cdp_builder *b, int in, int out)
+{
+    cdp_layer ly = cdp_builder_named(b, CDP_LAYER_AVGPOOL, "avgpool");
+    if (!at_least(b, "avgpool", "output size", out, 1))
+        return -1;
+    ly.k = out > 1 ? out : 0;   /* 0: global pooling, the kernels of before */
+    return cdp_builder_layer(b, ly, in, -1);
+}
+
 int cdp_builder_flatten(cdp_builder *b, int in)
 {
     return cdp_builder_layer(b, cdp_builder_named(b, CDP_LAYER_FLATTEN, "flatten"), in, -1);

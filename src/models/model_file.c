@@ -42,6 +42,7 @@ static const struct {
     [CDP_LAYER_BATCHNORM2D] = { "", 1 },
     [CDP_LAYER_DROPOUT] = { "p", 1 },
     [CDP_LAYER_MAXPOOL2D] = { "kernel_size stride padding", 0 },
+    [CDP_LAYER_AVGPOOL] = { "output_size", 0 },
     [CDP_LAYER_ADD] = { "in2", 0 },
     [CDP_LAYER_LAYERNORM] = { "eps", 1 },
     [CDP_LAYER_ATTENTION] = { "num_heads", 1 },
@@ -383,7 +384,11 @@ static int add_layer(reader *r)
             return -1;
         t = cdp_builder_maxpool2d(b, x, k, s, p);
         break;
-    case CDP_LAYER_AVGPOOL: t = cdp_builder_avgpool(b, x); break;
+    case CDP_LAYER_AVGPOOL:
+        if (get_int(r, ly, "output_size", 1, 1, MAX_INT, &a))
+            return -1;
+        t = cdp_builder_adaptive_avgpool(b, x, a);
+        break;
     case CDP_LAYER_FLATTEN: t = cdp_builder_flatten(b, x); break;
     case CDP_LAYER_ADD:
         if (resolve(r, "in2", REQUIRED, &r->x2))

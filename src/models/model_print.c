@@ -99,6 +99,10 @@ static void write_layer(FILE *f, const cdp_model *m, int j, const char *referred
         fprintf(f, ", \"kernel_size\": %d, \"stride\": %d, \"padding\": %d", ly->k, ly->stride,
                 ly->pad);
         break;
+    case CDP_LAYER_AVGPOOL:
+        if (ly->k > 1)
+            fprintf(f, ", \"output_size\": %d", ly->k);
+        break;
     case CDP_LAYER_LAYERNORM:
         fputs(", \"eps\": ", f);
         write_float(f, ly->eps);

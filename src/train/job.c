@@ -12,6 +12,7 @@
 #include "exec/comm.h"
 #include "io/safetensors.h"
 #include "models/model.h"
+#include "models/model_file.h"
 #include "run/options.h"
 #include "run/preflight.h"
 #include "trainer.h"
@@ -92,6 +93,9 @@ static int parse_options(cdp_comm *comm, cdp_options *o, int argc, char **argv)
     if (hmin != hmax)
         cdp_preflight_options(comm, h, argc, argv, err, sizeof err);
     FAIL_JOB_IF(hmin != hmax, err);
+    bad = cdp_model_file_spec(o->model) &&
+          cdp_train_model_file_differs(comm, o->model, err, sizeof err);
+    FAIL_JOB_IF(bad, err);
     return 0;
 }
 

@@ -29,6 +29,11 @@ int cdp_train(cdp_comm *comm, const cdp_options *o, const volatile sig_atomic_t 
  * rank prints as "cdp_run: error: ..." (naming its host when the job spans
  * hosts and not every rank failed). */
 int cdp_train_failed(cdp_comm *comm, int failed, const char *msg);
+/* --model FILE.json: 1 when some rank reads other bytes under the path
+ * than rank 0 (the options' hash covers the path only: another host may
+ * hold another file there), with msg naming the first such rank; a rank
+ * that cannot read the file is left to the model's build, which says so. */
+int cdp_train_model_file_differs(cdp_comm *comm, const char *path, char *msg, size_t len);
 
 /* Everything the phases hand on to each other. */
 typedef struct trainer {

@@ -37,6 +37,9 @@ cases=(
     "unknown layer kind"
     "$(desc "[[$HEAD, {\"kind\": \"conv3d\", \"name\": \"c2\"}, $TAIL]]")"
     'block 0, layer 1 (conv3d c2, reading 8x32x32): unknown kind "conv3d" (the kinds: linear conv2d'
+    "adaptive pooling to nothing"
+    "$(desc "[[$HEAD, {\"kind\": \"avgpool\", \"output_size\": 0}, {\"kind\": \"flatten\"}, {\"kind\": \"linear\", \"name\": \"fc\", \"out_features\": 10}]]")"
+    'block 0, layer 1 (avgpool, reading 8x32x32): "output_size": expected an integer in [1, 65536], got 0'
     "unknown field of a kind"
     "$(desc "[[$HEAD, {\"kind\": \"relu\", \"p\": 0.5}, $TAIL]]")"
     'block 0, layer 1 (relu, reading 8x32x32): unknown field "p" (relu takes: kind name id in)'

@@ -1237,6 +1237,35 @@ START_TEST(test_avgpool)
 }
 END_TEST
 
+/* adaptive average pooling: the CPU kernel's bits, overlapping windows and
+ * an output larger than the image (1x1 to 7x7) */
+START_TEST(test_adaptive_avgpool)
+{
+    const int shp[][5] = {{2, 3, 1, 1, 7}, {4, 16, 5, 5, 3}, {2, 8, 7, 9, 7}, {3, 64, 8, 8, 2}};
+    for (size_t t = 0; t < sizeof shp / sizeof shp[0]; t++) {
+        const int B = shp[t][0], C = shp[t][1], H = shp[t][2], W = shp[t][3], o = shp[t][4];
+        const size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * o * o;
+        float *x = rand_floats(nx, -1.0f, 1.0f), *dy = rand_floats(ny, -1.0f, 1.0f);
+        float *gx = put(gpu, x, nx * 4), *gy = put(gpu, NULL, ny * 4), *gdy = put(gpu, dy, ny * 4);
+        float *gdx = put(gpu, NULL, nx * 4);
+        float *cx = put(cpu, x, nx * 4), *cy = put(cpu, NULL, ny * 4), *cdy = put(cpu, dy, ny * 4);
+        float *cdx = put(cpu, NULL, nx * 4);
+        gpu->adaptive_avgpool_fwd(B, C, H, W, o, o, gx, gy);
+        cpu->adaptive_avgpool_fwd(B, C, H, W, o, o, cx, cy);
+        gpu->adaptive_avgpool_bwd(B, C, H, W, o, o, gdy, gdx);
+        cpu->adaptive_avgpool_bwd(B, C, H, W, o, o, cdy, cdx);
+        float *hy = fetch(gpu, gy, ny), *ry = fetch(cpu, cy, ny);
+        float *hdx = fetch(gpu, gdx, nx), *rdx = fetch(cpu, cdx, nx);
+        ck_assert_msg(memcmp(hy, ry, ny * 4) == 0, "adaptive_avgpool_fwd shape %zu differs", t);
+        ck_assert_msg(memcmp(hdx, rdx, nx * 4) == 0, "adaptive_avgpool_bwd shape %zu differs", t);
+        free(hy); free(ry); free(hdx); free(rdx);
+        gpu->free(gx); gpu->free(gy); gpu->free(gdy); gpu->free(gdx);
+        cpu->free(cx); cpu->free(cy); cpu->free(cdy); cpu->free(cdx);
+        free(x); free(dy);
+    }
+}
+END_TEST
+
 START_TEST(test_add3)
 {
     const size_t sizes[] = {1, 31, 1000, 1000003};
@@ -1592,6 +1621,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(t, test_f64_pack);
     tcase_add_loop_test(t, test_maxpool, 0, NPSHAPES);
     tcase_add_test(t, test_avgpool);
+    tcase_add_test(t, test_adaptive_avgpool);
     tcase_add_test(t, test_add3);
     tcase_add_loop_test(t, test_gemm_batched, 0, NGBSHAPES);
     tcase_add_loop_test(t, test_softmax, 0, NRSHAPES);

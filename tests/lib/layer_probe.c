@@ -26,6 +26,7 @@
  *   relu        dims n; x dy -> y dx
  *   maxpool2d   dims B C H W k stride pad; x dy -> y idx (int32) dx
  *   avgpool     dims B C H W; x dy -> y ([B, C]) dx
+ *   adaptive_avgpool dims B C H W OH OW; x dy -> y ([B, C, OH, OW]) dx
  *   linear      dims B in out relu relu_dx; x w b dy [dw0 db0] -> y dx dw
  *               db [dw_acc db_acc].  relu: y = relu(x w^T + b) (the fused
  *               kernel) and dy is the gradient of that, masked by y > 0
@@ -310,6 +311,19 @@ static void run_avgpool(void)
     putf("dx", nx, dx);
 }
 
+static void run_adaptive_avgpool(void)
+{
+    const int *d = dims(6);
+    int B = d[0], C = d[1], H = d[2], W = d[3], OH = d[4], OW = d[5];
+    size_t nx = (size_t)B * C * H * W, ny = (size_t)B * C * OH * OW;
+    const float *x = get("x", DT_F32, nx), *dy = get("dy", DT_F32, ny);
+    float *y = xalloc(ny * sizeof *y), *dx = xalloc(nx * sizeof *dx);
+    be->adaptive_avgpool_fwd(B, C, H, W, OH, OW, x, y);
+    be->adaptive_avgpool_bwd(B, C, H, W, OH, OW, dy, dx);
+    putf("y", ny, y);
+    putf("dx", nx, dx);
+}
+
 static void run_linear(void)
 {
     const int *d = dims(5);
@@ -512,7 +526,7 @@ static const struct {
     {"layernorm", run_layernorm}, {"gelu", run_gelu}, {"attention", run_attention},
     {"tokens", run_tokens},   {"relu6", run_relu6},  {"dropout", run_dropout},
     {"conv2d", run_conv2d},   {"batchnorm2d", run_batchnorm2d}, {"relu", run_relu},
-    {"maxpool2d", run_maxpool2d}, {"avgpool", run_avgpool},     {"linear", run_linear},
+    {"maxpool2d", run_maxpool2d}, {"avgpool", run_avgpool}, {"adaptive_avgpool", run_adaptive_avgpool},     {"linear", run_linear},
     {"add", run_add},         {"xent", run_xent},
 };
 

@@ -1,7 +1,9 @@
 # --model FILE.json: each built-in family printed with --print-model and
 # read back trains to the same bits as the built-in model on 2 ranks (the
 # weight files' sha256, whose headers list every tensor's name and
-# shape), and prints back as the same description.
+# shape), and prints back as the same description.  Two ranks that read
+# different contents under the same path (started in different
+# directories) are refused with one line; the same contents train.
 . "$(dirname "$0")/../lib/lib.sh"
 ARGS="--steps 3 --batch 4 --eval-every 0 --quiet --threads 1"
 
@@ -30,4 +32,30 @@ for m in mlp:784-64-10 resnet20 vit-tiny mobile-tiny; do
     fi
     rm -f "$TMP/builtin.st" "$TMP/file.st"
 done
+
+# the ranks agree on the file's contents, not only on its path: rank 0 in
+# a/ and rank 1 in b/ both read "m.json"
+mkdir -p "$TMP/a" "$TMP/b"
+run 1 --model mlp:784-64-10 --data synthetic --print-model > "$TMP/a/m.json"
+run 1 --model mlp:784-32-10 --data synthetic --print-model > "$TMP/b/m.json"
+two_dirs() {
+    timeout 60 "$MPIRUN" --oversubscribe -np 1 --wdir "$TMP/a" "$CDP" --model m.json \
+        --data synthetic $ARGS : -np 1 --wdir "$TMP/b" "$CDP" --model m.json --data synthetic $ARGS
+}
+out=$(two_dirs 2>&1 >/dev/null)
+rc=$?
+n=$(printf '%s\n' "$out" | grep -c '^cdp_run: error:')
+want="cdp_run: error: --model m.json: rank 1 reads another file under this path than rank 0 (their contents differ); every rank needs the same model file"
+line=$(printf '%s\n' "$out" | grep '^cdp_run: error:')
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$n" -eq 1 ] && [ "$line" = "$want" ]; then
+    pass "two files under one path: status $rc, $line"
+else
+    fail "two files under one path: status $rc, $n error lines: $out"
+fi
+cp "$TMP/a/m.json" "$TMP/b/m.json"
+if out=$(two_dirs 2>&1); then
+    pass "the same contents in both directories: trained"
+else
+    fail "the same contents in both directories: $out"
+fi
 finish

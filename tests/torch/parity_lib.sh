@@ -13,6 +13,13 @@
 # case's calibration allows it, is a tighter bound on rel_change than the
 # 1e-3 of doc/reference.md (every RESULT must meet both).
 #
+# Each run's weights stay in $tmp/TAG-RULE-nN-rRANKS.st.
+#
+# A test on other data sets before sourcing this file: PARITY_SPLITS (the
+# Fashion-MNIST files it needs, "" for none), and after it PARITY_DATA (cdp_run's
+# data options), PARITY_REF_OPTS (the reference's data and model options),
+# PARITY_NOISE ("" leaves out the reference's float64 run).
+#
 # Skips (77) without /usr/bin/python3 + torch + torchvision or without the
 # data files.  Environment (from the automake harness): top_builddir,
 # top_srcdir, MPIRUN; CDP_TORCH_PYTHON, CDP_FMNIST_DIR override the python
@@ -21,7 +28,11 @@
 set -u
 
 . "$(dirname "$0")/torch_lib.sh"
-torch_parity_setup torch_model_reference.py "torch torchvision numpy" cdp_parity train t10k
+# shellcheck disable=SC2086
+torch_parity_setup torch_model_reference.py "torch torchvision numpy" cdp_parity ${PARITY_SPLITS-train t10k}
+PARITY_DATA="--data fashion-mnist --data-dir $DATA"
+PARITY_REF_OPTS="--data-dir $DATA"
+PARITY_NOISE=--noise
 TOL=1e-4
 TOL_CHANGE=1e-3
 TO=
@@ -49,7 +60,8 @@ parity() {
 
     # cdp's stage split (FLOPs-balanced, decided by cdp)
     local plan=$tmp/$tag-plan.log first_n=${configs%%:*}
-    if ! $TO "$CDP" --plan --model "$model" --data fashion-mnist --data-dir "$DATA" \
+    # shellcheck disable=SC2086
+    if ! $TO "$CDP" --plan --model "$model" $PARITY_DATA \
             --stages "$L" --workers "$first_n" --batch "$B" --rule cdp-v2 >"$plan" 2>&1; then
         cat "$plan"
         fail "$tag: cdp_run --plan failed"
@@ -59,7 +71,7 @@ parity() {
     [ -n "$split" ] || { cat "$plan"; fail "$tag: cdp_run --plan printed no 'stages: a,b,c blocks' line"; }
     echo "cdp's split: $split blocks"
 
-    local cases=() cfg n ranks launch out log last_n=
+    local cases=() cfg n ranks launch out log last=
     for cfg in $configs; do
         n=${cfg%%:*}
         ranks=${cfg##*:}
@@ -70,11 +82,11 @@ parity() {
             ranks=1
         fi
         for rule in dp cdp-v1 cdp-v2; do
-            out=$tmp/$tag-$rule-n$n.st
-            log=$tmp/$tag-$rule-n$n.log
+            out=$tmp/$tag-$rule-n$n-r$ranks.st
+            log=$tmp/$tag-$rule-n$n-r$ranks.log
             echo "cdp_run --model $model --rule $rule --workers $n ($ranks rank(s))"
             # shellcheck disable=SC2086
-            if ! $TO $launch "$CDP" --model "$model" --data fashion-mnist --data-dir "$DATA" \
+            if ! $TO $launch "$CDP" --model "$model" $PARITY_DATA \
                     --no-shuffle --rule $rule --workers $n $opts --stages "$L" \
                     --init-weights "$init" --save-weights "$out" \
                     --eval-every 0 --quiet >"$log" 2>&1; then
@@ -84,18 +96,18 @@ parity() {
             [ -s "$out" ] || { cat "$log"; fail "cdp_run wrote no $out"; }
             cases+=(--case "$rule:$n:$out")
         done
-        last_n=$n
+        last=$n-r$ranks
     done
     # negative control: the cdp-v1 trajectory must not match the dp run
-    cases+=(--case "cdp-v1:$last_n:$tmp/$tag-dp-n$last_n.st")
+    cases+=(--case "cdp-v1:${last%-r*}:$tmp/$tag-dp-n$last.st")
     local nexp=${#cases[@]}
     nexp=$((nexp / 2))
 
     local rlog=$tmp/$tag-ref.log rc
     # shellcheck disable=SC2086
     $TOPY "$PY" "$REF" --model "$model" --init-weights "$init" $opts \
-        --stages-split "$split" --stages "$L" --data-dir "$DATA" \
-        --tol $TOL --tol-change "$tolc" --noise "${cases[@]}" >"$rlog" 2>&1
+        --stages-split "$split" --stages "$L" $PARITY_REF_OPTS \
+        --tol $TOL --tol-change "$tolc" $PARITY_NOISE "${cases[@]}" >"$rlog" 2>&1
     rc=$?
     cat "$rlog"
     [ $rc = 0 ] || [ $rc = 1 ] || fail "$tag: torch_model_reference.py exited with $rc"

@@ -303,6 +303,19 @@ def avgpool_case(seed, B, C, H, W):
             {"x": x, "dy": dy}, {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
 
 
+def adaptive_avgpool_case(seed, B, C, H, W, o):
+    """nn.AdaptiveAvgPool2d(o) where the windows overlap (H not a multiple
+    of o) and where o is larger than the image (VGG's (7, 7) on 1x1)"""
+    g = Gen(seed)
+    x = leaf(g.randn(B, C, H, W, shift=0.5))
+    y = nn.AdaptiveAvgPool2d(o)(x)
+    dy = g.randn(*y.shape)
+    y.backward(dy)
+    return ("adaptive_avgpool", f"x[{B},{C},{H},{W}] to {o}x{o}", "adaptive_avgpool",
+            [B, C, H, W, o, o], None, {"x": x, "dy": dy},
+            {"y": (y, "fwd"), "dx": (x.grad, "bwd")})
+
+
 def linear_case(seed, B, fin, fout, relu=False, relu_dx=False, acc=False):
     g = Gen(seed)
     m = nn.Linear(fin, fout)
@@ -459,6 +472,8 @@ def all_cases():
     for args in [(2, 3, 4, 4), (3, 8, 7, 7), (1, 5, 1, 1), (2, 64, 8, 8)]:
         s += 1
         c.append(avgpool_case(s, *args))
+    for k, args in enumerate([(2, 3, 1, 1, 7), (2, 3, 5, 5, 3), (1, 4, 7, 9, 7), (2, 2, 8, 8, 2)]):
+        c.append(adaptive_avgpool_case(9000 + k, *args))
     for args, kw in [((4, 10, 6), {}),
                      ((3, 7, 1), {"acc": True}),
                      ((16, 784, 128), {"relu": True}),

@@ -37,11 +37,16 @@ text "stages: a,b,c blocks" that cdp_run --plan prints is accepted as it is).
 
 Models: resnet20/32/56/110, resnet18/34/50/101/152 and their -cifar variants,
 vit:patch=P,dim=D,depth=K,heads=H,mlp=M and the presets vit-tiny, vit-b16,
-vit-b32, vit-l16 (cdp's).
+vit-b32, vit-l16 (cdp's); or FILE.json, a description examples/export_model.py
+wrote, with --module PACKAGE.MODULE:FUNCTION, the function it exported: the
+module that function returns (its nn.BatchNorm2d as below), the blocks the
+file's.
 
 Data: Fashion-MNIST IDX files, --no-shuffle semantics: step k takes samples
 [k*N*B, (k+1)*N*B) in file order (wrapping at the end of the training set),
-worker i the slice [i*B, (i+1)*B); pixels = byte / 255, 1x28x28.
+worker i the slice [i*B, (i+1)*B); pixels = byte / 255, 1x28x28.  A
+--data-dir holding data_batch_1.bin: CIFAR-10's binary files instead
+(data_batch_1..5.bin in order, 3x32x32).
 
 Usage (see --help):
     torch_model_reference.py --write-init W.st --model resnet20 --seed 7
@@ -69,13 +74,17 @@ divides every gradient by its own magnitude, so a gradient that is
 rounding noise (the key projection's bias: softmax ignores a shift of every
 score of a query, so its gradient is exactly 0 but for rounding) moves its
 weight by up to lr per update unless --eps dominates that noise.  NOISE
-tells such a trajectory from a real mismatch.
+tells such a trajectory from a real mismatch; --tol-noise F also passes a
+case within F times its own NOISE (a trajectory chaotic in float32).
+Cases that differ only in the file (the same rule and N) train once.
 
 Exit status: 0 ok, 1 some comparison above tolerance (or a self-test
 failed), 2 usage or file error.
 """
 import argparse
 import copy
+import importlib
+import json
 import math
 import os
 import re
@@ -113,8 +122,19 @@ class UsageError(Exception):
 # ----------------------------------------------------------------- data
 
 
+def load_cifar10(data_dir, train):
+    """CIFAR-10's binary batches: records of a label byte and 3x32x32 bytes"""
+    names = [f"data_batch_{k}.bin" for k in range(1, 6)] if train else ["test_batch.bin"]
+    raw = np.concatenate([np.fromfile(os.path.join(data_dir, n), dtype=np.uint8)
+                          for n in names]).reshape(-1, 1 + 3 * 32 * 32)
+    return raw[:, 1:].reshape(-1, 3, 32, 32).copy(), raw[:, 0].astype(np.int64)
+
+
 def load_split(data_dir, train):
-    """(images uint8 [n, C, H, W], labels int64 [n]) of Fashion-MNIST."""
+    """(images uint8 [n, C, H, W], labels int64 [n]) of Fashion-MNIST (or
+    CIFAR-10's files)."""
+    if os.path.exists(os.path.join(data_dir, "data_batch_1.bin")):
+        return load_cifar10(data_dir, train)
     pre = "train" if train else "t10k"
     x = idx_read(idx_path(data_dir, f"{pre}-images-idx3-ubyte"))
     y = idx_read(idx_path(data_dir, f"{pre}-labels-idx1-ubyte"))
@@ -220,7 +240,7 @@ def parse_betas(text):
 
 
 def check_model(name):
-    if name not in RESNETS and vit_spec(name) is None:
+    if not name.endswith(".json") and name not in RESNETS and vit_spec(name) is None:
         raise UsageError(f"unknown --model {name} (one of {', '.join(MODELS)})")
 
 
@@ -241,10 +261,42 @@ def build_vit(name, in_channels, num_classes, image_size):
     return net
 
 
-def build_model(name, in_channels=1, num_classes=10, norm_layer=nn.BatchNorm2d, image_size=28):
+def build_exported(path, module, norm_layer):
+    """The module --module's function returns, for the description at path
+    (examples/export_model.py's), every nn.BatchNorm2d made a norm_layer of
+    the same size; its blocks (blocks_of) the file's."""
+    if not module or ":" not in module:
+        raise UsageError(f"--model {path}: --module PACKAGE.MODULE:FUNCTION is required")
+    mod, fn = module.split(":", 1)
+    net = getattr(importlib.import_module(mod), fn)()
+    for name, m in list(net.named_modules()):
+        if type(m) is nn.BatchNorm2d and norm_layer is not nn.BatchNorm2d:
+            parent, _, leaf = name.rpartition(".")
+            setattr(net.get_submodule(parent), leaf, norm_layer(m.num_features))
+    with open(path) as f:
+        desc = json.load(f)
+    blocks = []
+    for k, layers in enumerate(desc["blocks"]):
+        prefixes = []
+        for ly in layers:
+            if ly["kind"] == "class_token":
+                prefixes.append("class_token")
+            elif ly["kind"] == "pos_embed":
+                prefixes.append(ly["name"] + ".pos_embedding")
+            elif "name" in ly:
+                prefixes.append(ly["name"] + ".")
+        blocks.append((f"block {k}", prefixes))
+    net.cdp_blocks = blocks
+    return net
+
+
+def build_model(name, in_channels=1, num_classes=10, norm_layer=nn.BatchNorm2d, image_size=28,
+                module=None):
     """The module with its own (torchvision's) initialisation drawn from
     torch's global generator.  norm_layer: the ResNets' (ViTs have LayerNorm);
-    image_size: the ViTs' (ResNets take any)."""
+    image_size: the ViTs' (ResNets take any); module: FILE.json's function."""
+    if name.endswith(".json"):
+        return build_exported(name, module, norm_layer)
     if vit_spec(name) is not None:
         return build_vit(name, in_channels, num_classes, image_size)
     if name in CIFAR_DEPTH:
@@ -265,6 +317,8 @@ def build_model(name, in_channels=1, num_classes=10, norm_layer=nn.BatchNorm2d, 
 
 def blocks_of(net):
     """[(block name, [state_dict prefixes])]: cdp's blocks, in order."""
+    if hasattr(net, "cdp_blocks"):
+        return net.cdp_blocks
     if isinstance(net, VisionTransformer):
         blocks = [("embed", ["conv_proj.", "class_token", "encoder.pos_embedding"])]
         blocks += [(f"encoder_layer_{j}", [f"encoder.layers.encoder_layer_{j}."])
@@ -350,6 +404,7 @@ class Setup:
         # float32 master weights, gradients and optimizer (torch's own mixed
         # precision); error: a deliberate misstep for negative controls
         self.precision, self.error = precision, error
+        self.module = None                     # FILE.json models: --module
 
     def with_precision(self, precision, error=None):
         t = copy.copy(self)
@@ -380,6 +435,8 @@ class Setup:
         """The module for these weights and data, in self.dtype."""
         torch.manual_seed(0)                 # the module's own init is overwritten
         _, c, h, w = self.xs.shape
+        if self.model.endswith(".json"):
+            return build_exported(self.model, self.module, norm_layer).to(self.dtype)
         if c != in_channels_of(self.init):
             raise ValueError(f"the initial weights take {in_channels_of(self.init)} channels, "
                              f"the data have {c}")
@@ -883,6 +940,8 @@ def main(argv=None):
         epilog="\n".join(__doc__.split("\n")[1:]))
     ap.add_argument("--model", help=f"one of {', '.join(MODELS)}")
     ap.add_argument("--init-weights", metavar="FILE", help="P(0) (safetensors)")
+    ap.add_argument("--module", metavar="PACKAGE.MODULE:FUNCTION",
+                    help="with --model FILE.json: the function the file was exported from")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=3)
@@ -921,6 +980,11 @@ def main(argv=None):
     ap.add_argument("--tol", type=float, default=1e-4, help="bound on rel [1e-4]")
     ap.add_argument("--tol-change", type=float, default=1e-3, help="bound on rel_change [1e-3]")
     ap.add_argument("--verbose", action="store_true", help="per-tensor differences")
+    ap.add_argument("--tol-noise", type=float, default=0.0, metavar="F",
+                    help="with --noise: a case also passes when rel <= F times its NOISE "
+                         "rel and rel_change <= F times its NOISE rel_change (a chaotic "
+                         "trajectory: cdp as close to this reference as it is to itself "
+                         "in float64) [0: never]")
     ap.add_argument("--noise", action="store_true",
                     help="also run each case in float64 and print 'NOISE rule=R N=n rel=X "
                          "rel_change=Y', the reference's own float32 error on this trajectory")
@@ -984,6 +1048,7 @@ def main(argv=None):
         s = Setup(a.model, init, None, xs, ys, a.batch, a.steps, a.lr, a.momentum,
                   a.weight_decay, dtype, a.optimizer, a.betas, a.eps, a.precision,
                   a.bf16_error)
+        s.module = a.module
         if a.bf16_error and a.precision != "bf16":
             raise UsageError("--bf16-error needs --precision bf16")
         split = s.split = parse_split(a.split, len(blocks_of(s.net())), a.stages)
@@ -995,10 +1060,12 @@ def main(argv=None):
         return 2
 
     status = 0
+    done = {}    # (rule, n) -> P(K): cases that differ only in the file train once
     for rule, n, path in cases:
         t0 = time.time()
+        tol, tol_change = a.tol, a.tol_change
         try:
-            final = train(s, rule, n)
+            final = done[rule, n] = done[rule, n] if (rule, n) in done else train(s, rule, n)
         except (UsageError, ValueError) as e:
             print(f"{PROG}: {e}", file=sys.stderr)
             return 2
@@ -1012,16 +1079,21 @@ def main(argv=None):
             print(f"NOISE rule={rule} N={n} rel={r:.3e} rel_change={rc:.3e} "
                   "(this reference under bf16 autocast against float32)", flush=True)
         elif a.noise and not a.double:
-            r, rc = rel_diff(final, train(s.with_dtype(torch.float64), rule, n), init=init)
+            if (rule, n, "noise") not in done:
+                done[rule, n, "noise"] = rel_diff(final, train(s.with_dtype(torch.float64), rule, n),
+                                                  init=init)
+            r, rc = done[rule, n, "noise"]
             print(f"NOISE rule={rule} N={n} rel={r:.3e} rel_change={rc:.3e} "
                   "(this reference in float32 against float64)", flush=True)
+            if a.tol_noise:
+                tol, tol_change = max(a.tol, a.tol_noise * r), max(a.tol_change, a.tol_noise * rc)
         if a.out:      # float32, as cdp reads and writes them
             st_write(a.out, {k: (v if is_counter(k) else v.float()) for k, v in final.items()},
                      {"format": "pt", "producer": PROG + ".py", "model": a.model,
                       "rule": rule, "step": a.steps})
         if path:
             try:
-                if not report(rule, n, path, final, init, a.tol, a.tol_change, a.verbose):
+                if not report(rule, n, path, final, init, tol, tol_change, a.verbose):
                     status = 1
             except ValueError as e:
                 print(f"{PROG}: {e}", file=sys.stderr)

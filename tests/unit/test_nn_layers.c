@@ -23,7 +23,12 @@
  *      differences; accumulate gives the bits of a separate result added
  *      with add(), dx NULL the same dw and db; 1, 2, 3 threads the same
  *      bits; the layer's weight is [out, in/groups, k, k] with PyTorch's
- *      fans, and groups that do not divide the channels are refused. */
+ *      fans, and groups that do not divide the channels are refused;
+ *   5. adaptive average pooling (avgpool with an output size): y against a
+ *      double reference of PyTorch's windows (overlapping ones, an output
+ *      larger than the image, 1x1 to 7x7 as VGG on small images), dx
+ *      against central differences of it, and 1, 2, 3 threads the same
+ *      bits. */
 #include <check.h>
 #include <math.h>
 #include <stddef.h>
@@ -659,6 +664,84 @@ START_TEST(gconv_layer)
 }
 END_TEST
 
+/* ------------------------------------------------------------ adaptive average pooling */
+
+static cdp_layer apool_layer(cdp_shape xs, int o)
+{
+    cdp_layer ly = {.kind = CDP_LAYER_AVGPOOL, .in2 = -1, .xs = xs, .k = o};
+    return ly;
+}
+
+/* sum over the planes of r * AdaptiveAvgPool2d(o)(x), in double, with the
+ * windows written from PyTorch's start = floor(i*H/o), end = ceil((i+1)*H/o) */
+static double apool_loss(const double *x, const float *r, int planes, int H, int W, int o,
+                         const float *y_cmp, double *worst)
+{
+    double L = 0.0;
+    for (int pl = 0; pl < planes; pl++)
+        for (int i = 0; i < o; i++)
+            for (int j = 0; j < o; j++) {
+                const int r0 = (int)floor((double)i * H / o), r1 = (int)ceil((double)(i + 1) * H / o);
+                const int c0 = (int)floor((double)j * W / o), c1 = (int)ceil((double)(j + 1) * W / o);
+                double s = 0.0;
+                for (int a = r0; a < r1; a++)
+                    for (int b = c0; b < c1; b++)
+                        s += x[(size_t)pl * H * W + (size_t)a * W + b];
+                const double v = s / ((r1 - r0) * (c1 - c0));
+                const size_t q = ((size_t)pl * o + i) * o + j;
+                if (y_cmp && fabs(v - y_cmp[q]) > *worst)
+                    *worst = fabs(v - y_cmp[q]);
+                L += v * r[q];
+            }
+    return L;
+}
+
+START_TEST(apool_fd_reference)
+{
+    static const int shapes[][4] = {   /* C H W o */
+        {3, 1, 1, 7}, {2, 5, 5, 3}, {2, 7, 9, 7}, {4, 8, 8, 2}, {1, 3, 5, 4},
+    };
+    const cdp_backend *be = cdp_backend_cpu(1);
+    for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++) {
+        const int C = shapes[q][0], H = shapes[q][1], W = shapes[q][2], o = shapes[q][3];
+        enum { B = 2 };
+        one_layer L;
+        layer_make(&L, be, apool_layer((cdp_shape){C, H, W}, o), B);
+        ck_assert(L.ly.ys.c == C && L.ly.ys.h == o && L.ly.ys.w == o);
+        layer_fill(&L, 40 + q, -2.0f, 2.0f);
+        layer_run(&L, be, NULL, 0);
+        double *x = malloc(L.nx * sizeof *x);
+        for (size_t k = 0; k < L.nx; k++)
+            x[k] = L.x[k];
+        double worst = 0.0;
+        apool_loss(x, L.dy, B * C, H, W, o, L.y, &worst);
+        ck_assert_msg(worst <= 1e-6, "shape %zu: y differs from the reference by %g", q, worst);
+        const double h = 1e-3;
+        for (size_t k = 0; k < L.nx; k++) {
+            const double x0 = x[k];
+            x[k] = x0 + h;
+            const double up = apool_loss(x, L.dy, B * C, H, W, o, NULL, NULL);
+            x[k] = x0 - h;
+            const double down = apool_loss(x, L.dy, B * C, H, W, o, NULL, NULL);
+            x[k] = x0;
+            const double fd = (up - down) / (2 * h);
+            ck_assert_msg(fabs((double)L.dx[k] - fd) <= 1e-5 * (1 + fabs(fd)),
+                          "shape %zu: dx[%zu] = %.9g, finite difference %.9g", q, k,
+                          (double)L.dx[k], fd);
+        }
+        free(x);
+        layer_free(&L);
+    }
+}
+END_TEST
+
+START_TEST(apool_threads)
+{
+    free(check_threads("adaptive avgpool", apool_layer((cdp_shape){64, 9, 11}, 4), 40, 5,
+                       -1.0f, 1.0f, NULL));
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *nn_layers_suite(void)
@@ -685,6 +768,11 @@ static Suite *nn_layers_suite(void)
     tcase_add_loop_test(tc, gconv_accumulate_dx_null, 0, NGSHAPES);
     tcase_add_test(tc, gconv_threads);
     tcase_add_test(tc, gconv_layer);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("adaptive_avgpool");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, apool_fd_reference);
+    tcase_add_test(tc, apool_threads);
     suite_add_tcase(s, tc);
     return s;
 }
