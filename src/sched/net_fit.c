@@ -13,26 +13,29 @@ int cdp_net_fit(const double *bytes, const double *one_way_s, int n, double gap_
     int large = 0;
     for (int k = 0; k < n; k++) large += bytes[k] >= CDP_NET_FIT_LARGE;
     const double from = large >= 2 ? CDP_NET_FIT_LARGE : 0;
-    double sx = 0, sy = 0, m = 0;
-    for (int k = 0; k < n; k++)
-        if (bytes[k] >= from) {
-            sx += bytes[k];
-            sy += one_way_s[k];
-            m++;
+    /* the median of the slopes between every two sizes (Theil-Sen): one
+     * size whose time a loaded machine stretched moves a least-squares
+     * slope by its whole delay, the median not at all */
+    double slope[CDP_NET_FIT_MAX_PAIRS];
+    int np = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n && np < CDP_NET_FIT_MAX_PAIRS; j++)
+            if (bytes[i] >= from && bytes[j] > bytes[i])
+                slope[np++] = (one_way_s[j] - one_way_s[i]) / (bytes[j] - bytes[i]);
+    for (int i = 1; i < np; i++)   /* insertion sort: a few dozen pairs */
+        for (int j = i; j > 0 && slope[j - 1] > slope[j]; j--) {
+            double t = slope[j];
+            slope[j] = slope[j - 1];
+            slope[j - 1] = t;
         }
-    double sxx = 0, sxy = 0;
-    for (int k = 0; k < n; k++)
-        if (bytes[k] >= from) {
-            sxx += (bytes[k] - sx / m) * (bytes[k] - sx / m);
-            sxy += (bytes[k] - sx / m) * (one_way_s[k] - sy / m);
-        }
-    if (!(sxx > 0) || !(sxy > 0)) {
+    const double med = np == 0 ? 0 : np % 2 ? slope[np / 2] : 0.5 * (slope[np / 2 - 1] + slope[np / 2]);
+    if (!(med > 0)) {
         snprintf(err, errlen, "the one-way times do not grow with the message size "
                  "(%.3g s at %.0f bytes, %.3g s at %.0f bytes): no bandwidth to fit",
                  one_way_s[0], bytes[0], one_way_s[n - 1], bytes[n - 1]);
         return -1;
     }
-    out->bandwidth_Bps = sxx / sxy;
+    out->bandwidth_Bps = 1.0 / med;
     /* the smallest message: its latency, the gap, its few bytes */
     const double fixed = fmax(0, one_way_s[0] - bytes[0] / out->bandwidth_Bps);
     out->per_message_s = fmin(fmax(gap_s, 0), fixed);

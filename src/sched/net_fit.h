@@ -11,11 +11,15 @@
 /* Sizes at or above this decide the bandwidth: below it the latency and
  * the eager protocol's copies dominate. */
 #define CDP_NET_FIT_LARGE 65536.0
+/* pairs of sizes the median is taken over (8 B to 1 GiB by doubling: 29
+ * sizes, 406 pairs) */
+#define CDP_NET_FIT_MAX_PAIRS 512
 
 /* bytes[0..n) ascending with their median one-way times; gap_s the time a
  * small message holds the link when messages follow each other.  The
- * bandwidth is the least-squares slope of time over size for the sizes of
- * at least CDP_NET_FIT_LARGE bytes (all sizes when fewer than two are);
+ * bandwidth is the inverse of the median slope of time over size between
+ * every two sizes of at least CDP_NET_FIT_LARGE bytes (all sizes when
+ * fewer than two are; the first CDP_NET_FIT_MAX_PAIRS pairs);
  * per_message_s is the gap (at most what the smallest message's time
  * leaves after its bytes), latency_s the rest of the smallest message's
  * time.  0, or -1 with one line in err (fewer than two sizes, times that

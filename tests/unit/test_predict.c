@@ -190,6 +190,22 @@ START_TEST(net_fit_by_hand)
 }
 END_TEST
 
+/* one large size whose round trips a busy machine stretched (7 ms more at
+ * 128 KiB) does not move the bandwidth: the median of the slopes between
+ * the five large sizes is still b (a least-squares slope gives 1.43e8) */
+START_TEST(net_fit_one_size_delayed)
+{
+    const double a = 1e-5, b = 1e8;
+    double bytes[7] = { 8, 1024, 65536, 131072, 262144, 524288, 1048576 }, t[7];
+    for (int k = 0; k < 7; k++) t[k] = a + bytes[k] / b;
+    t[3] += 7e-3;
+    cdp_link_cost l;
+    char err[256];
+    ck_assert_int_eq(cdp_net_fit(bytes, t, 7, 0, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol(l.bandwidth_Bps / b, 1.0, 1e-9);
+}
+END_TEST
+
 /* cluster scale: N = L = P = 1024 is simulated (instruction lists of every
  * rank, 2 steps), and cdp's activation peak per rank is dp's or less */
 START_TEST(thousand_ranks)
@@ -300,6 +316,7 @@ int main(void)
     tcase_add_test(tc, per_message_by_hand);
     tcase_add_test(tc, half_duplex_by_hand);
     tcase_add_test(tc, net_fit_by_hand);
+    tcase_add_test(tc, net_fit_one_size_delayed);
     tcase_add_test(tc, thousand_ranks);
     tcase_add_test(tc, machine_file_round_trip);
     tcase_add_test(tc, bad_machine_files);
