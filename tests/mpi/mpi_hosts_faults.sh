@@ -206,7 +206,8 @@ CDP_GEMM_DNNL=0 CDP_GEMM_SPLIT=1 run 1 $W --save-weights "$TMP/split1.st" >/dev/
 CDP_GEMM_DNNL=0 CDP_GEMM_SPLIT=2 run 1 $W --save-weights "$TMP/split2.st" >/dev/null ||
     fail "split 2, 1 rank"
 differ mlp:784-512-256-10 "$TMP/split1.st" "$TMP/split2.st" "GEMM split 1 against 2"
-mixed "node1=CDP_GEMM_SPLIT=2 node1=CDP_GEMM_DNNL=0 node2=CDP_GEMM_SPLIT=1 node2=CDP_GEMM_DNNL=0" \
+# (rank 0 runs beside mpirun on node1, in this script's environment)
+CDP_GEMM_DNNL=0 mixed "node1=CDP_GEMM_SPLIT=2 node2=CDP_GEMM_SPLIT=1 node2=CDP_GEMM_DNNL=0" \
     $W --save-weights "$TMP/hosts.st"
 [ $rc -eq 0 ] || fail "split 2 on node1, 1 on node2: exit $rc: $out"
 same mlp:784-512-256-10 "$TMP/hosts.st" "$TMP/split2.st" 0 \
