@@ -99,24 +99,25 @@ void cdp_cpu_use_gemm_split(int split)
     gemm_split_used = split;
 }
 
-/* CDP_CONV_DNNL=0|1|2: oneDNN's convolutions never, on 3x3 with >= 16
- * channels (the default in a build with oneDNN), on every shape (A/B runs).
- * Read before anything sizes a workspace: the sizes depend on it. */
-static void conv_dnnl_from_env(void)
+/* A oneDNN switch NAME=0..max from the environment into *level: a value
+ * out of range is ignored with a warning; in a build without oneDNN any
+ * value but 0 warns and *level stays 0. */
+static void dnnl_level_from_env(const char *name, int max, int *level)
 {
-    const char *e = getenv("CDP_CONV_DNNL");
+    const char *e = getenv(name);
     if (!e || !*e)
         return;
-    if (strcmp(e, "0") != 0 && strcmp(e, "1") != 0 && strcmp(e, "2") != 0) {
-        fprintf(stderr, "cdp: warning: ignoring CDP_CONV_DNNL='%s' (expected 0, 1 or 2)\n", e);
+    if (e[0] < '0' || e[0] > '0' + max || e[1]) {
+        fprintf(stderr, "cdp: warning: ignoring %s='%s' (expected 0 to %d)\n", name, e, max);
         return;
     }
 #ifdef HAVE_DNNL
-    cdp_cpu_conv_dnnl = e[0] - '0';
+    *level = e[0] - '0';
 #else
+    (void)level;
     if (e[0] != '0')
-        fprintf(stderr, "cdp: warning: CDP_CONV_DNNL=%s: this build has no oneDNN "
-                        "(configure --with-dnnl)\n", e);
+        fprintf(stderr, "cdp: warning: %s=%s: this build has no oneDNN "
+                        "(configure --with-dnnl)\n", name, e);
 #endif
 }
 
@@ -150,8 +151,12 @@ const cdp_backend *cdp_backend_cpu(int threads)
     else if (cd && *cd)
         fprintf(stderr, "cdp: warning: ignoring CDP_CONV_DIRECT='%s' (expected 0, 1 or 2)\n", cd);
 
-    conv_dnnl_from_env();
-    cdp_cpu_gemm_dnnl_from_env();
+    /* CDP_CONV_DNNL=0|1|2: oneDNN's convolutions never, on 3x3 with >= 16
+     * channels (the default), on every shape (A/B runs); read before
+     * anything sizes a workspace: the sizes depend on it.  CDP_GEMM_DNNL=0|1:
+     * the Linear GEMMs through OpenBLAS or oneDNN (sgemm.c) */
+    dnnl_level_from_env("CDP_CONV_DNNL", 2, &cdp_cpu_conv_dnnl);
+    dnnl_level_from_env("CDP_GEMM_DNNL", 1, &cdp_cpu_gemm_dnnl);
 
     const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();

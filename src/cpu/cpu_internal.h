@@ -40,7 +40,6 @@
  * (sgemm.c): oneDNN's (cdp_cpu_gemm_dnnl = 1, the default with oneDNN) or
  * OpenBLAS's; row-major, op(A) [M,K], op(B) [K,N]. ---- */
 extern int cdp_cpu_gemm_dnnl;
-void cdp_cpu_gemm_dnnl_from_env(void);
 const char *cdp_cpu_gemm_library(void);
 void cdp_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);

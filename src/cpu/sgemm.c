@@ -41,24 +41,6 @@ int cdp_cpu_gemm_dnnl = 1;
 int cdp_cpu_gemm_dnnl = 0;
 #endif
 
-void cdp_cpu_gemm_dnnl_from_env(void)
-{
-    const char *e = getenv("CDP_GEMM_DNNL");
-    if (!e || !*e)
-        return;
-    if (strcmp(e, "0") != 0 && strcmp(e, "1") != 0) {
-        fprintf(stderr, "cdp: warning: ignoring CDP_GEMM_DNNL='%s' (expected 0 or 1)\n", e);
-        return;
-    }
-#ifdef HAVE_DNNL
-    cdp_cpu_gemm_dnnl = e[0] - '0';
-#else
-    if (e[0] != '0')
-        fprintf(stderr, "cdp: warning: CDP_GEMM_DNNL=1: this build has no oneDNN "
-                        "(configure --with-dnnl)\n");
-#endif
-}
-
 const char *cdp_cpu_gemm_library(void)
 {
     return cdp_cpu_gemm_dnnl ? "oneDNN sgemm" : "OpenBLAS sgemm";
