@@ -10,6 +10,7 @@ COMPARE="$top_builddir/tests/lib/st_compare"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 failures=0
+started_at=$(date +%s)
 
 # run NP ARGS...: cdp_run on NP ranks, 300 s at most
 run() {
@@ -166,6 +167,7 @@ traffic_vs_plan() {
 }
 
 finish() {
+    echo "# $(($(date +%s) - started_at)) s"   # for keeping make check within its time
     if [ "$failures" -gt 0 ]; then
         echo "$failures check(s) failed"
         exit 1
