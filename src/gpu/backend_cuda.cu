@@ -153,7 +153,7 @@ static void release_partial(void)
     (void)cudaGetLastError();
 }
 
-extern "C" const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t errlen)
+extern "C" const cdp_backend *cdp_cuda_module_open(int local_rank, char *err, size_t errlen)
 {
     if (cdp_cuda_g.initialized)
         return &cu_backend;

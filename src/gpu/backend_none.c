@@ -9,8 +9,3 @@ const cdp_backend *cdp_backend_cuda(int local_rank, char *err, size_t errlen)
              "(reconfigure with --enable-cuda on a machine with the CUDA Toolkit)");
     return NULL;
 }
-
-int cdp_backend_mpi_device_ok(const cdp_backend *be)
-{
-    return be->host_memory;
-}

@@ -1,5 +1,4 @@
-/* Whether MPI may be handed device pointers of a backend directly (built
- * with the CUDA backend; backend_none.c has the CPU-only version).
+/* Whether MPI may be handed device pointers of a backend directly.
  *
  * Host-memory backends: always.  The CUDA backend: only when the MPI library
  * says, at run time, that it is CUDA-aware (Open MPI's
