@@ -224,14 +224,14 @@ ph_build() {
     make -j"$JOBS" check TESTS= >/dev/null || make check TESTS= || return 1
     echo "== what cdp_run runs with"
     ./cdp_run --version 2>&1 | head -3
-    for f in .libs/cdp_run .libs/libcdp.so; do
+    for f in .libs/cdp_run .libs/libcdp.so .libs/libcdp_cuda.so; do
         echo "$f:"
         LD_LIBRARY_PATH=$B/.libs:$LD_LIBRARY_PATH ldd "$f" 2>&1 |
             awk '/libmpi|open-pal|open-rte|openblas|gfortran|cublas|cudart|libcdp|not found/ {print $1, $3}' |
             while read -r n p; do echo "  $n -> $(readlink -f "$p" 2>/dev/null || echo "$p")"; done
     done
     f=$(dirname "$NVCC")/cuobjdump
-    [ -x "$f" ] && "$f" --list-elf .libs/libcdp.so 2>&1 | sed 's/^/  /' | head -8
+    [ -x "$f" ] && "$f" --list-elf .libs/libcdp_cuda.so 2>&1 | sed 's/^/  /' | head -8
     echo "RESULT build ok: $(./cdp_run --version 2>&1 | head -1); CUDA arch ${CUDA_ARCH:-90};" \
          "libmpi $(readlink -f "$(LD_LIBRARY_PATH=$B/.libs:$LD_LIBRARY_PATH ldd .libs/cdp_run |
                                  awk '/libmpi.so/ {print $3}')")"
