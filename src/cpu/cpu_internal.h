@@ -2,6 +2,8 @@
  *
  * kernels_cpu.c   the kernels (Linear GEMMs + OpenMP elementwise loops)
  * sgemm.c         the single-threaded SGEMM they call (oneDNN or OpenBLAS)
+ * linear_bf16.c   the Linear kernels of --precision bf16 (bfloat16 operands)
+ * matmul_bf16.c   their single-threaded bfloat16 product (oneDNN matmul)
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
@@ -43,6 +45,36 @@ extern int cdp_cpu_gemm_dnnl;
 const char *cdp_cpu_gemm_library(void);
 void cdp_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- the GEMM decomposition of kernels_cpu.c ("GEMM decomposition"),
+ * shared with the bfloat16 Linear kernels of linear_bf16.c so that both
+ * cut a product into the same shape-only grid of single-threaded blocks */
+typedef struct cdp_cpu_grid {
+    int rows, cols; /* blocks along M and along N */
+} cdp_cpu_grid;
+cdp_cpu_grid cdp_cpu_gemm_grid(int M, int N, int K);
+/* first column (or row) of block q of nb over N (multiples of 16) */
+int cdp_cpu_block_col(int N, int nb, int q);
+void cdp_cpu_grid_block(cdp_cpu_grid g, int M, int N, int q, int *r0, int *r1, int *c0, int *c1);
+/* OpenMP threads for nb blocks */
+int cdp_cpu_gemm_threads(int nb);
+/* dst = src > 0 ? dst : 0 on rows [r0, r1), columns [c0, c1) (row length w) */
+void cdp_cpu_relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *src, float *dst);
+/* db[o0..o1) = column sums of dy[B, out] in row order, or db += them */
+void cdp_cpu_colsum(int B, int out, int o0, int o1, const float *dy, float *db, int accumulate);
+
+/* ---- --precision bf16's products (matmul_bf16.c, HAVE_DNNL only):
+ * C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N] when not NULL), A and B
+ * bfloat16 storage, row-major (leading dimensions lda, ldb), op(X) = X^T
+ * when tX (as cblas_sgemm's), C float32 row-major; one thread,
+ * oneDNN's matmul primitive, cached by shape.  _impl: the implementation
+ * oneDNN picks for an M x N x K product (tests, benchmarks). */
+void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, const float *bias, float *C, int ldc);
+const char *cdp_cpu_bf16_matmul_impl(int tA, int tB, int M, int N, int K);
+/* what computes linear_fwd_bf16 / linear_bwd_bf16 (linear_bf16.c): "oneDNN
+ * bf16 matmul", or the float32 kernels' library without oneDNN */
+const char *cdp_cpu_bf16_library(void);
 
 /* the backend's zero() (kernels_cpu.c) */
 void cdp_cpu_zero(void *dst, size_t bytes);

@@ -84,10 +84,6 @@ int cdp_cpu_omp_threads = 1;
 
 int cdp_cpu_gemm_split = 1;
 
-typedef struct grid {
-    int rows, cols; /* blocks along M and along N */
-} grid;
-
 static int clamp_blocks(int nb, int len, int min_len, double mnk)
 {
     if (nb > len / min_len)
@@ -97,10 +93,10 @@ static int clamp_blocks(int nb, int len, int min_len, double mnk)
     return nb < 1 ? 1 : nb;
 }
 
-static grid gemm_grid(int M, int N, int K)
+cdp_cpu_grid cdp_cpu_gemm_grid(int M, int N, int K)
 {
     const double mnk = (double)M * (double)N * (double)K;
-    grid g;
+    cdp_cpu_grid g;
     if (M > N) {
         g.rows = clamp_blocks(cdp_cpu_gemm_split, M, GEMM_MIN_ROWS, mnk);
         g.cols = clamp_blocks(cdp_cpu_gemm_split / g.rows, N, GEMM_MIN_COLS, mnk / g.rows);
@@ -112,7 +108,7 @@ static grid gemm_grid(int M, int N, int K)
 }
 
 /* first column (or row) of block q of nb over N (multiples of 16) */
-static int block_col(int N, int nb, int q)
+int cdp_cpu_block_col(int N, int nb, int q)
 {
     if (q >= nb)
         return N;
@@ -120,23 +116,23 @@ static int block_col(int N, int nb, int q)
 }
 
 /* block q of grid g over [M, N]: rows [*r0, *r1), columns [*c0, *c1) */
-static void grid_block(grid g, int M, int N, int q, int *r0, int *r1, int *c0, int *c1)
+void cdp_cpu_grid_block(cdp_cpu_grid g, int M, int N, int q, int *r0, int *r1, int *c0, int *c1)
 {
     const int r = q / g.cols, c = q % g.cols;
-    *r0 = block_col(M, g.rows, r);
-    *r1 = block_col(M, g.rows, r + 1);
-    *c0 = block_col(N, g.cols, c);
-    *c1 = block_col(N, g.cols, c + 1);
+    *r0 = cdp_cpu_block_col(M, g.rows, r);
+    *r1 = cdp_cpu_block_col(M, g.rows, r + 1);
+    *c0 = cdp_cpu_block_col(N, g.cols, c);
+    *c1 = cdp_cpu_block_col(N, g.cols, c + 1);
 }
 
-static int gemm_threads(int nb)
+int cdp_cpu_gemm_threads(int nb)
 {
     return nb < cdp_cpu_omp_threads ? nb : cdp_cpu_omp_threads;
 }
 
 /* dst[i][c0..c1) = src[i][c0..c1) > 0 ? dst : 0 for rows [r0, r1) (ld w):
  * the ReLU of a block, applied by the thread that just wrote it. */
-static void relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *src, float *dst)
+void cdp_cpu_relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *src, float *dst)
 {
     for (int i = r0; i < r1; i++) {
         const float *s = src + (size_t)i * (size_t)w;
@@ -156,12 +152,12 @@ void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
 {
     if (B <= 0 || out <= 0)
         return;
-    const grid g = gemm_grid(B, out, in);
-    const int nb = g.rows * g.cols, nt = gemm_threads(nb);
+    const cdp_cpu_grid g = cdp_cpu_gemm_grid(B, out, in);
+    const int nb = g.rows * g.cols, nt = cdp_cpu_gemm_threads(nb);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
     for (int q = 0; q < nb; q++) {
         int i0, i1, o0, o1;
-        grid_block(g, B, out, q, &i0, &i1, &o0, &o1);
+        cdp_cpu_grid_block(g, B, out, q, &i0, &i1, &o0, &o1);
         size_t w = (size_t)(o1 - o0) * sizeof(float);
         /* in chunks of rows whose part of y stays in the core's cache
          * from the bias copy to the end of the ReLU */
@@ -174,7 +170,7 @@ void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
                               W + (size_t)o0 * (size_t)in, in, 1.0f,
                               y + (size_t)c0 * (size_t)out + o0, out);
             if (relu)
-                relu_mask_block(c0, c1, out, o0, o1, y, y);
+                cdp_cpu_relu_mask_block(c0, c1, out, o0, o1, y, y);
         }
     }
 }
@@ -196,7 +192,7 @@ static void colsum_into(int B, int out, int c0, int w, const float *dy, float *s
 /* db[o0..o1) = column sums of dy, or db += them (the whole sum first, then
  * one addition per column: the bits of colsum-then-add()). */
 #define COLSUM_CHUNK 256
-static void colsum(int B, int out, int o0, int o1, const float *dy, float *db, int accumulate)
+void cdp_cpu_colsum(int B, int out, int o0, int o1, const float *dy, float *db, int accumulate)
 {
     if (!accumulate) {
         colsum_into(B, out, o0, o1 - o0, dy, db + o0);
@@ -230,10 +226,10 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
         memset(db, 0, (size_t)out * sizeof(float));
         return;
     }
-    const grid gw = gemm_grid(out, in, B);
-    const grid gx = dx ? gemm_grid(B, in, out) : (grid){ 0, 0 };
+    const cdp_cpu_grid gw = cdp_cpu_gemm_grid(out, in, B);
+    const cdp_cpu_grid gx = dx ? cdp_cpu_gemm_grid(B, in, out) : (cdp_cpu_grid){ 0, 0 };
     const int nw = gw.rows * gw.cols, nx = gx.rows * gx.cols;
-    const int nt = gemm_threads(nw > nx ? nw : nx);
+    const int nt = cdp_cpu_gemm_threads(nw > nx ? nw : nx);
     /* db: blocks of at least 256 columns, one per thread at most */
     int nd = out / 256 < nt ? out / 256 : nt;
     if (nd < 1)
@@ -243,22 +239,22 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nw; q++) {
             int o0, o1, c0, c1;
-            grid_block(gw, out, in, q, &o0, &o1, &c0, &c1);
+            cdp_cpu_grid_block(gw, out, in, q, &o0, &o1, &c0, &c1);
             cdp_cpu_sgemm(1, 0, o1 - o0, c1 - c0, B, 1.0f, dy + o0, out, x + c0, in,
                           accumulate ? 1.0f : 0.0f, dW + (size_t)o0 * (size_t)in + c0, in);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nx; q++) {
             int i0, i1, c0, c1;
-            grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
+            cdp_cpu_grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
             cdp_cpu_sgemm(0, 0, i1 - i0, c1 - c0, out, 1.0f, dy + (size_t)i0 * (size_t)out, out,
                           W + c0, in, 0.0f, dx + (size_t)i0 * (size_t)in + c0, in);
             if (relu_dx)
-                relu_mask_block(i0, i1, in, c0, c1, x, dx);
+                cdp_cpu_relu_mask_block(i0, i1, in, c0, c1, x, dx);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nd; q++)
-            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), dy, db, accumulate);
+            cdp_cpu_colsum(B, out, cdp_cpu_block_col(out, nd, q), cdp_cpu_block_col(out, nd, q + 1), dy, db, accumulate);
     }
 }
 
@@ -389,13 +385,22 @@ void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
         y[k] = cdp_bf16_round(x[k]);
 }
 
-void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
+/* cdp_bf16_round_bits(u) >> 16 without its branch, so that the loop
+ * vectorises (the bfloat16 Linear kernels pack every operand with it) */
+static inline uint16_t bf16_bits(uint32_t u)
+{
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x0040u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+
+CDP_CPU_CLONES void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
 {
 #pragma omp parallel for PAR(n)
     for (size_t k = 0; k < n; k++) {
         uint32_t u;
         memcpy(&u, &x[k], sizeof u);
-        y[k] = (uint16_t)(cdp_bf16_round_bits(u) >> 16);
+        y[k] = bf16_bits(u);
     }
 }
 
