@@ -46,22 +46,29 @@ const char *cdp_cpu_gemm_library(void);
 void cdp_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
 
-/* ---- the GEMM decomposition of kernels_cpu.c ("GEMM decomposition"),
- * shared with the bfloat16 Linear kernels of linear_bf16.c so that both
- * cut a product into the same shape-only grid of single-threaded blocks */
-typedef struct cdp_cpu_grid {
-    int rows, cols; /* blocks along M and along N */
-} cdp_cpu_grid;
-cdp_cpu_grid cdp_cpu_gemm_grid(int M, int N, int K);
-/* first column (or row) of block q of nb over N (multiples of 16) */
-int cdp_cpu_block_col(int N, int nb, int q);
-void cdp_cpu_grid_block(cdp_cpu_grid g, int M, int N, int q, int *r0, int *r1, int *c0, int *c1);
-/* OpenMP threads for nb blocks */
-int cdp_cpu_gemm_threads(int nb);
-/* dst = src > 0 ? dst : 0 on rows [r0, r1), columns [c0, c1) (row length w) */
-void cdp_cpu_relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *src, float *dst);
-/* db[o0..o1) = column sums of dy[B, out] in row order, or db += them */
-void cdp_cpu_colsum(int B, int out, int o0, int o1, const float *dy, float *db, int accumulate);
+/* ---- a Linear layer's products cut into kernels_cpu.c's grid ("GEMM
+ * decomposition": blocks that depend on the shape and the split only),
+ * each block computed by one thread; the float32 kernels (sgemm.c) and the
+ * bfloat16 ones (linear_bf16.c) supply the blocks, the grid, the fused
+ * ReLUs and db's column sums are the same code for both.  A block is rows
+ * [r0, r1), columns [c0, c1) of its result:
+ *   fwd_block  y  = x W^T + b            (y [B,out])
+ *   dw_block   dW = dy^T x, or dW += it with accumulate   (dW [out,in])
+ *   dx_block   dx = dy W                  (dx [B,in]; none when dx is NULL)
+ * db: column sums of dy in float, row order, or db += them. */
+typedef struct cdp_cpu_linear_op cdp_cpu_linear_op;
+struct cdp_cpu_linear_op {
+    int B, in, out, accumulate;
+    const float *x, *W, *b, *dy;
+    float *y, *dx, *dW;
+    void (*fwd_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
+    void (*dw_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
+    void (*dx_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
+    const void *ctx;   /* the supplier's own (linear_bf16.c: the packed operands) */
+};
+/* B, out > 0 (fwd); B, in, out > 0 (bwd) */
+void cdp_cpu_linear_fwd_grid(const cdp_cpu_linear_op *op, int relu);
+void cdp_cpu_linear_bwd_grid(const cdp_cpu_linear_op *op, float *db, int relu_dx);
 
 /* ---- --precision bf16's products (matmul_bf16.c, HAVE_DNNL only):
  * C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N] when not NULL), A and B
@@ -72,6 +79,9 @@ void cdp_cpu_colsum(int B, int out, int o0, int o1, const float *dy, float *db, 
 void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, const float *bias, float *C, int ldc);
 const char *cdp_cpu_bf16_matmul_impl(int tA, int tB, int M, int N, int K);
+/* *p with at least bytes (64-byte aligned; reallocated when *have is less,
+ * contents not kept), or a message naming what and abort (linear_bf16.c) */
+void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what);
 /* what computes linear_fwd_bf16 / linear_bwd_bf16 (linear_bf16.c): "oneDNN
  * bf16 matmul", or the float32 kernels' library without oneDNN */
 const char *cdp_cpu_bf16_library(void);

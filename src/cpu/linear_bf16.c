@@ -10,11 +10,12 @@
  *   forward   y  = x W^T + b     A = x [B,in],    B = W^T [in,out], bias b
  *   dx        dx = dy W          A = dy [B,out],  B = W [out,in]
  *   dW        dW = dy^T x        A = dy^T [out,B], B = x [B,in]
- * Each product is cut by kernels_cpu.c's grid (cdp_cpu_gemm_grid: it
- * depends on the shape and the per-machine split only, never on the thread
- * count), every block is one single-threaded matmul, and the OpenMP
- * threads share the blocks out: so the bits are those of the blocks, the
- * same for every thread and rank count.  The forward adds the bias inside
+ * Each product is cut by kernels_cpu.c's grid (cdp_cpu_linear_fwd_grid,
+ * cdp_cpu_linear_bwd_grid: it depends on the shape and the per-machine
+ * split only, never on the thread count), every block is one
+ * single-threaded matmul, and the OpenMP threads share the blocks out: so
+ * the bits are those of the blocks, the same for every thread and rank
+ * count.  The forward adds the bias inside
  * the matmul (its f32 bias, after the sum) and, with relu, masks its block
  * as linear_fwd does; dx is masked likewise.  With accumulate, a dW block
  * is computed into the scratch and then added (dW = dW + block), the bits
@@ -67,10 +68,6 @@ void cdp_cpu_linear_bwd_bf16(int B, int in, int out, const float *x, const float
 
 #else
 
-/* rows of y a forward block fills at a time, as linear_fwd's chunks: the
- * block's part of y stays in the core's cache from the matmul to the ReLU */
-#define FWD_CHUNK_ROWS 256
-
 /* ------------------------------------------------------------ buffers */
 
 enum { BUF_X, BUF_W, BUF_DY, BUF_SCRATCH, NBUF };
@@ -86,25 +83,30 @@ static void bufs_free(void)
     }
 }
 
+void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what)
+{
+    if (bytes <= *have)
+        return *p;
+    free(*p);
+    const size_t n = (bytes + 63) / 64 * 64;
+    *p = aligned_alloc(64, n);
+    if (!*p) {
+        fprintf(stderr, "cdp: out of memory for %s (%zu bytes)\n", what, n);
+        abort();
+    }
+    *have = n;
+    return *p;
+}
+
 /* buffer i with at least bytes (its contents are not kept) */
 static void *buf(int i, size_t bytes)
 {
     static int registered;
-    if (bytes <= buf_bytes[i])
-        return bufs[i];
     if (!registered) {
         atexit(bufs_free);
         registered = 1;
     }
-    free(bufs[i]);
-    size_t n = (bytes + 63) / 64 * 64;
-    bufs[i] = aligned_alloc(64, n);
-    if (!bufs[i]) {
-        fprintf(stderr, "cdp: out of memory for the bfloat16 Linear operands (%zu bytes)\n", n);
-        abort();
-    }
-    buf_bytes[i] = n;
-    return bufs[i];
+    return cdp_cpu_grow(&bufs[i], &buf_bytes[i], bytes, "the bfloat16 Linear operands");
 }
 
 static uint16_t *packed(int i, size_t n)
@@ -113,6 +115,54 @@ static uint16_t *packed(int i, size_t n)
 }
 
 /* ------------------------------------------------------------ kernels */
+
+/* the packed operands: x, W and dy in bfloat16 storage, and the scratch a
+ * dW block is computed into before it is added with accumulate */
+typedef struct packs {
+    const uint16_t *x, *W, *dy;
+    float *scratch;
+} packs;
+
+static const packs *packs_of(const cdp_cpu_linear_op *op)
+{
+    return op->ctx;
+}
+
+/* y = x W^T + b: the bias is the matmul's, added once after the sum */
+static void fwd_block(const cdp_cpu_linear_op *op, int c0, int c1, int o0, int o1)
+{
+    const packs *p = packs_of(op);
+    const int in = op->in, out = op->out;
+    cdp_cpu_bf16_matmul(0, 1, c1 - c0, o1 - o0, in, p->x + (size_t)c0 * in, in,
+                        p->W + (size_t)o0 * in, in, op->b + o0, op->y + (size_t)c0 * out + o0,
+                        out);
+}
+
+/* dW = dy^T x; with accumulate into the scratch, then dW = dW + it */
+static void dw_block(const cdp_cpu_linear_op *op, int o0, int o1, int c0, int c1)
+{
+    const packs *p = packs_of(op);
+    const int in = op->in;
+    float *c = (op->accumulate ? p->scratch : op->dW) + (size_t)o0 * in + c0;
+    cdp_cpu_bf16_matmul(1, 0, o1 - o0, c1 - c0, op->B, p->dy + o0, op->out, p->x + c0, in, NULL,
+                        c, in);
+    if (!op->accumulate)
+        return;
+    for (int o = o0; o < o1; o++) {
+        float *d = op->dW + (size_t)o * in;
+        const float *s = p->scratch + (size_t)o * in;
+        for (int k = c0; k < c1; k++)
+            d[k] = d[k] + s[k];
+    }
+}
+
+static void dx_block(const cdp_cpu_linear_op *op, int i0, int i1, int c0, int c1)
+{
+    const packs *p = packs_of(op);
+    const int in = op->in, out = op->out;
+    cdp_cpu_bf16_matmul(0, 0, i1 - i0, c1 - c0, out, p->dy + (size_t)i0 * out, out, p->W + c0,
+                        in, NULL, op->dx + (size_t)i0 * in + c0, in);
+}
 
 void cdp_cpu_linear_fwd_bf16(int B, int in, int out, const float *x, const float *W,
                              const float *b, float *y, int relu)
@@ -124,38 +174,10 @@ void cdp_cpu_linear_fwd_bf16(int B, int in, int out, const float *x, const float
     uint16_t *xb = packed(BUF_X, (size_t)B * in), *wb = packed(BUF_W, (size_t)in * out);
     cdp_cpu_bf16_pack((size_t)B * in, x, xb);
     cdp_cpu_bf16_pack((size_t)out * in, W, wb);
-    const cdp_cpu_grid g = cdp_cpu_gemm_grid(B, out, in);
-    const int nb = g.rows * g.cols, nt = cdp_cpu_gemm_threads(nb);
-#pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
-    for (int q = 0; q < nb; q++) {
-        int i0, i1, o0, o1;
-        cdp_cpu_grid_block(g, B, out, q, &i0, &i1, &o0, &o1);
-        for (int c0 = i0; c0 < i1; c0 += FWD_CHUNK_ROWS) {
-            const int c1 = i1 - c0 > FWD_CHUNK_ROWS ? c0 + FWD_CHUNK_ROWS : i1;
-            cdp_cpu_bf16_matmul(0, 1, c1 - c0, o1 - o0, in, xb + (size_t)c0 * in, in,
-                                wb + (size_t)o0 * in, in,
-                                b + o0, y + (size_t)c0 * out + o0, out);
-            if (relu)
-                cdp_cpu_relu_mask_block(c0, c1, out, o0, o1, y, y);
-        }
-    }
-}
-
-/* dW[o0..o1, c0..c1) (row length in) = the block of dy^T x, added to dW
- * through the scratch with accumulate */
-static void dw_block(int B, int in, int out, const uint16_t *dyb, const uint16_t *xb, int o0,
-                     int o1, int c0, int c1, float *dW, float *scratch, int accumulate)
-{
-    float *c = (accumulate ? scratch : dW) + (size_t)o0 * in + c0;
-    cdp_cpu_bf16_matmul(1, 0, o1 - o0, c1 - c0, B, dyb + o0, out, xb + c0, in, NULL, c, in);
-    if (!accumulate)
-        return;
-    for (int o = o0; o < o1; o++) {
-        float *d = dW + (size_t)o * in;
-        const float *s = scratch + (size_t)o * in;
-        for (int k = c0; k < c1; k++)
-            d[k] = d[k] + s[k];
-    }
+    const packs p = {xb, wb, NULL, NULL};
+    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .x = x, .W = W, .b = b, .y = y,
+                                  .fwd_block = fwd_block, .ctx = &p};
+    cdp_cpu_linear_fwd_grid(&op, relu);
 }
 
 void cdp_cpu_linear_bwd_bf16(int B, int in, int out, const float *x, const float *W,
@@ -173,36 +195,11 @@ void cdp_cpu_linear_bwd_bf16(int B, int in, int out, const float *x, const float
     cdp_cpu_bf16_pack((size_t)B * in, x, xb);
     if (dx)
         cdp_cpu_bf16_pack((size_t)out * in, W, wb);
-    const cdp_cpu_grid gw = cdp_cpu_gemm_grid(out, in, B);
-    const cdp_cpu_grid gx = dx ? cdp_cpu_gemm_grid(B, in, out) : (cdp_cpu_grid){ 0, 0 };
-    const int nw = gw.rows * gw.cols, nx = gx.rows * gx.cols;
-    const int nt = cdp_cpu_gemm_threads(nw > nx ? nw : nx);
-    /* db: as linear_bwd's */
-    int nd = out / 256 < nt ? out / 256 : nt;
-    if (nd < 1)
-        nd = 1;
-#pragma omp parallel if (nt > 1) num_threads(nt)
-    {
-#pragma omp for schedule(static) nowait
-        for (int q = 0; q < nw; q++) {
-            int o0, o1, c0, c1;
-            cdp_cpu_grid_block(gw, out, in, q, &o0, &o1, &c0, &c1);
-            dw_block(B, in, out, dyb, xb, o0, o1, c0, c1, dW, scratch, accumulate);
-        }
-#pragma omp for schedule(static) nowait
-        for (int q = 0; q < nx; q++) {
-            int i0, i1, c0, c1;
-            cdp_cpu_grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
-            cdp_cpu_bf16_matmul(0, 0, i1 - i0, c1 - c0, out, dyb + (size_t)i0 * out, out, wb + c0, in,
-                                NULL, dx + (size_t)i0 * in + c0, in);
-            if (relu_dx)
-                cdp_cpu_relu_mask_block(i0, i1, in, c0, c1, x, dx);
-        }
-#pragma omp for schedule(static) nowait
-        for (int q = 0; q < nd; q++)
-            cdp_cpu_colsum(B, out, cdp_cpu_block_col(out, nd, q),
-                           cdp_cpu_block_col(out, nd, q + 1), dy, db, accumulate);
-    }
+    const packs p = {xb, wb, dyb, scratch};
+    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .accumulate = accumulate,
+                                  .x = x, .W = W, .dy = dy, .dx = dx, .dW = dW,
+                                  .dw_block = dw_block, .dx_block = dx_block, .ctx = &p};
+    cdp_cpu_linear_bwd_grid(&op, db, relu_dx);
 }
 
 #endif

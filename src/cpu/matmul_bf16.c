@@ -82,17 +82,7 @@ static void *scratch_get(size_t bytes)
                 MAX_SCRATCH_THREADS);
         abort();
     }
-    if (bytes > scratch_bytes[t]) {
-        free(scratch[t]);
-        size_t n = (bytes + 63) / 64 * 64;
-        scratch[t] = aligned_alloc(64, n);
-        if (!scratch[t]) {
-            fprintf(stderr, "cdp: oneDNN bf16 matmul: out of memory (%zu bytes)\n", n);
-            abort();
-        }
-        scratch_bytes[t] = n;
-    }
-    return scratch[t];
+    return cdp_cpu_grow(&scratch[t], &scratch_bytes[t], bytes, "oneDNN's bf16 matmul");
 }
 
 static void release_all(void)
