@@ -45,7 +45,7 @@ for c in $CASES; do
                 echo "$model $p: cdp_run failed" >&2
                 continue
             fi
-            [ "$rep" = 1 ] && [ "$p" = bf16 ] && grep -E "bf16|backend" "$log" | head -8
+            [ "$rep" = 1 ] && [ "$p" = bf16 ] && awk '/^  backend |^  precision bf16/ { on = 1 } /^  host |^epoch / { on = 0 } on' "$log"
             st=$(sed -n 's/^ *step time *\([0-9.]*\) s.*/\1/p' "$log")
             echo "$model $shape B=$b $p rep $rep: $st s/step"
             echo "$st" >>"$tmp/$p"
