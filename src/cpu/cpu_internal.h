@@ -74,11 +74,9 @@ void cdp_cpu_linear_bwd_grid(const cdp_cpu_linear_op *op, float *db, int relu_dx
  * C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N] when not NULL), A and B
  * bfloat16 storage, row-major (leading dimensions lda, ldb), op(X) = X^T
  * when tX (as cblas_sgemm's), C float32 row-major; one thread,
- * oneDNN's matmul primitive, cached by shape.  _impl: the implementation
- * oneDNN picks for an M x N x K product (tests, benchmarks). */
+ * oneDNN's matmul primitive, cached by shape. */
 void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, const float *bias, float *C, int ldc);
-const char *cdp_cpu_bf16_matmul_impl(int tA, int tB, int M, int N, int K);
 /* *p with at least bytes (64-byte aligned; reallocated when *have is less,
  * contents not kept), or a message naming what and abort (linear_bf16.c) */
 void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what);

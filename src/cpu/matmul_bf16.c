@@ -197,20 +197,4 @@ void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A,
     omp_set_num_threads(nt);
 }
 
-const char *cdp_cpu_bf16_matmul_impl(int tA, int tB, int M, int N, int K)
-{
-    static char impl[64];
-    const mm_key k = {tA, tB, M, N, K, tA ? M : K, tB ? K : N, N, 0};
-    const int nt = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const mm_entry *e = entry_get(&k);
-    const_dnnl_primitive_desc_t pd;
-    const char *s = NULL;
-    OK(dnnl_primitive_get_primitive_desc(e->prim, &pd));
-    OK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s));
-    snprintf(impl, sizeof impl, "%s", s ? s : "?");
-    omp_set_num_threads(nt);
-    return impl;
-}
-
 #endif
