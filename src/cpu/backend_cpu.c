@@ -36,14 +36,14 @@ static void cpu_sync(void)
 {
 }
 
-static char cpu_desc[384];
+static char cpu_desc[512];
 
 static const char *cpu_describe(void)
 {
     return cpu_desc;
 }
 
-static char cpu_numerics_text[384];
+static char cpu_numerics_text[512];
 
 static const char *cpu_numerics(void)
 {
@@ -172,15 +172,17 @@ const cdp_backend *cdp_backend_cpu(int threads)
         n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", OMP_WAIT_POLICY %s%s%s",
                       wait ? wait : "default", spin ? " GOMP_SPINCOUNT " : "", spin ? spin : "");
     if (n > 0 && (size_t)n < sizeof cpu_desc)
-        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", linear %s, conv %s",
-                      cdp_cpu_gemm_library(), conv_paths());
+        n += snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, ", linear %s (bf16: %s%s%s), conv %s",
+                      cdp_cpu_gemm_library(), cdp_cpu_bf16_library(),
+                      cdp_cpu_gemm_dnnl ? " " : "", cdp_cpu_gemm_dnnl ? cdp_cpu_dnnl_isa() : "",
+                      conv_paths());
     if (n > 0 && (size_t)n < sizeof cpu_desc && note[0])
         snprintf(cpu_desc + n, sizeof cpu_desc - (size_t)n, " (set by cdp: %s)", note);
     snprintf(cpu_numerics_text, sizeof cpu_numerics_text,
              "backend: cpu\nBLAS: %s kernel %s\nGEMM split: %d\nlinear GEMMs: %s\n"
-             "convolutions: %s%s%s",
+             "bf16 linear GEMMs: %s\nconvolutions: %s%s%s",
              cdp_cpu_blas_version(), cdp_cpu_blas_kernel(), cdp_cpu_gemm_split,
-             cdp_cpu_gemm_library(), conv_paths(),
+             cdp_cpu_gemm_library(), cdp_cpu_bf16_library(), conv_paths(),
              cdp_cpu_conv_dnnl > 0 || cdp_cpu_gemm_dnnl ? ", oneDNN ISA " : "",
              cdp_cpu_conv_dnnl > 0 || cdp_cpu_gemm_dnnl ? cdp_cpu_dnnl_isa() : "");
     return &cpu_backend;

@@ -2,6 +2,8 @@
  *
  * kernels_cpu.c   the kernels (Linear GEMMs + OpenMP elementwise loops)
  * sgemm.c         the single-threaded SGEMM they call (oneDNN or OpenBLAS)
+ * linear_bf16.c   the Linear kernels of --precision bf16 (bfloat16 operands)
+ * matmul_bf16.c   their single-threaded bfloat16 product (oneDNN matmul)
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
@@ -43,6 +45,44 @@ extern int cdp_cpu_gemm_dnnl;
 const char *cdp_cpu_gemm_library(void);
 void cdp_cpu_sgemm(int tA, int tB, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- a Linear layer's products cut into kernels_cpu.c's grid ("GEMM
+ * decomposition": blocks that depend on the shape and the split only),
+ * each block computed by one thread; the float32 kernels (sgemm.c) and the
+ * bfloat16 ones (linear_bf16.c) supply the blocks, the grid, the fused
+ * ReLUs and db's column sums are the same code for both.  A block is rows
+ * [r0, r1), columns [c0, c1) of its result:
+ *   fwd_block  y  = x W^T + b            (y [B,out])
+ *   dw_block   dW = dy^T x, or dW += it with accumulate   (dW [out,in])
+ *   dx_block   dx = dy W                  (dx [B,in]; none when dx is NULL)
+ * db: column sums of dy in float, row order, or db += them. */
+typedef struct cdp_cpu_linear_op cdp_cpu_linear_op;
+struct cdp_cpu_linear_op {
+    int B, in, out, accumulate;
+    const float *x, *W, *b, *dy;
+    float *y, *dx, *dW;
+    void (*fwd_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
+    void (*dw_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
+    void (*dx_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
+    const void *ctx;   /* the supplier's own (linear_bf16.c: the packed operands) */
+};
+/* B, out > 0 (fwd); B, in, out > 0 (bwd) */
+void cdp_cpu_linear_fwd_grid(const cdp_cpu_linear_op *op, int relu);
+void cdp_cpu_linear_bwd_grid(const cdp_cpu_linear_op *op, float *db, int relu_dx);
+
+/* ---- --precision bf16's products (matmul_bf16.c, HAVE_DNNL only):
+ * C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N] when not NULL), A and B
+ * bfloat16 storage, row-major (leading dimensions lda, ldb), op(X) = X^T
+ * when tX (as cblas_sgemm's), C float32 row-major; one thread,
+ * oneDNN's matmul primitive, cached by shape. */
+void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, const float *bias, float *C, int ldc);
+/* *p with at least bytes (64-byte aligned; reallocated when *have is less,
+ * contents not kept), or a message naming what and abort (linear_bf16.c) */
+void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what);
+/* what computes linear_fwd_bf16 / linear_bwd_bf16 (linear_bf16.c): "oneDNN
+ * bf16 matmul", or the float32 kernels' library without oneDNN */
+const char *cdp_cpu_bf16_library(void);
 
 /* the backend's zero() (kernels_cpu.c) */
 void cdp_cpu_zero(void *dst, size_t bytes);

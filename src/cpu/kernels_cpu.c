@@ -146,37 +146,52 @@ static void relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *
     }
 }
 
-/* y[B,out] = x[B,in] W[out,in]^T + b.  Per block: the rows of y are
- * preloaded with b and sgemm accumulates onto them (beta = 1), which saves
- * the library's separate beta pass over C.  Each y[i][o] is b[o] plus the
- * sgemm partial sums added in the kernel's fixed K order.  With relu, the
- * thread then clamps its block while it is still in its cache. */
-void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
-                        const float *b, float *y, int relu)
+/* The Linear layers' grids (cpu_internal.h, cdp_cpu_linear_op): the
+ * blocks of the forward, in chunks of rows whose part of y stays in the
+ * core's cache from the product to the end of the ReLU, which the thread
+ * applies to its block while it is still there. */
+void cdp_cpu_linear_fwd_grid(const cdp_cpu_linear_op *op, int relu)
 {
-    if (B <= 0 || out <= 0)
-        return;
-    const grid g = gemm_grid(B, out, in);
+    const int B = op->B, out = op->out;
+    const grid g = gemm_grid(B, out, op->in);
     const int nb = g.rows * g.cols, nt = gemm_threads(nb);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
     for (int q = 0; q < nb; q++) {
         int i0, i1, o0, o1;
         grid_block(g, B, out, q, &i0, &i1, &o0, &o1);
-        size_t w = (size_t)(o1 - o0) * sizeof(float);
-        /* in chunks of rows whose part of y stays in the core's cache
-         * from the bias copy to the end of the ReLU */
         for (int c0 = i0; c0 < i1; c0 += FWD_CHUNK_ROWS) {
             const int c1 = i1 - c0 > FWD_CHUNK_ROWS ? c0 + FWD_CHUNK_ROWS : i1;
-            for (int i = c0; i < c1; i++)
-                memcpy(y + (size_t)i * (size_t)out + o0, b + o0, w);
-            if (in > 0)
-                cdp_cpu_sgemm(0, 1, c1 - c0, o1 - o0, in, 1.0f, x + (size_t)c0 * (size_t)in, in,
-                              W + (size_t)o0 * (size_t)in, in, 1.0f,
-                              y + (size_t)c0 * (size_t)out + o0, out);
+            op->fwd_block(op, c0, c1, o0, o1);
             if (relu)
-                relu_mask_block(c0, c1, out, o0, o1, y, y);
+                relu_mask_block(c0, c1, out, o0, o1, op->y, op->y);
         }
     }
+}
+
+/* The rows of y are preloaded with b and sgemm accumulates onto them (beta
+ * = 1), which saves the library's separate beta pass over C.  Each y[i][o]
+ * is b[o] plus the sgemm partial sums added in the kernel's fixed K order. */
+static void fwd_block_f32(const cdp_cpu_linear_op *op, int c0, int c1, int o0, int o1)
+{
+    const int in = op->in, out = op->out;
+    const size_t w = (size_t)(o1 - o0) * sizeof(float);
+    for (int i = c0; i < c1; i++)
+        memcpy(op->y + (size_t)i * (size_t)out + o0, op->b + o0, w);
+    if (in > 0)
+        cdp_cpu_sgemm(0, 1, c1 - c0, o1 - o0, in, 1.0f, op->x + (size_t)c0 * (size_t)in, in,
+                      op->W + (size_t)o0 * (size_t)in, in, 1.0f,
+                      op->y + (size_t)c0 * (size_t)out + o0, out);
+}
+
+/* y[B,out] = x[B,in] W[out,in]^T + b, by blocks of fwd_block_f32 */
+void cdp_cpu_linear_fwd(int B, int in, int out, const float *x, const float *W,
+                        const float *b, float *y, int relu)
+{
+    if (B <= 0 || out <= 0)
+        return;
+    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .x = x, .W = W, .b = b, .y = y,
+                                  .fwd_block = fwd_block_f32};
+    cdp_cpu_linear_fwd_grid(&op, relu);
 }
 
 /* s[0..w) = sum over i = 0..B-1 (in this order, in float) of dy[i][c0 + .];
@@ -213,10 +228,60 @@ static void colsum(int B, int out, int o0, int o1, const float *dy, float *db, i
 
 /* dW[out,in] = dy^T x (a grid over out x in), db = column sums of dy
  * (column blocks over out), dx[B,in] = dy W (a grid over B x in, masked by
- * x > 0 when relu_dx), all in one parallel region.  With accumulate, sgemm
- * adds its product to dW (beta = 1) and the column sums are added to db:
- * whether that gives the bits of a separate sum depends on how the library
- * blocks K (cdp_cpu_accumulate_exact). */
+ * x > 0 when relu_dx), all in one parallel region. */
+void cdp_cpu_linear_bwd_grid(const cdp_cpu_linear_op *op, float *db, int relu_dx)
+{
+    const int B = op->B, in = op->in, out = op->out;
+    const grid gw = gemm_grid(out, in, B);
+    const grid gx = op->dx ? gemm_grid(B, in, out) : (grid){ 0, 0 };
+    const int nw = gw.rows * gw.cols, nx = gx.rows * gx.cols;
+    const int nt = gemm_threads(nw > nx ? nw : nx);
+    /* db: blocks of at least 256 columns, one per thread at most */
+    int nd = out / 256 < nt ? out / 256 : nt;
+    if (nd < 1)
+        nd = 1;
+#pragma omp parallel if (nt > 1) num_threads(nt)
+    {
+#pragma omp for schedule(static) nowait
+        for (int q = 0; q < nw; q++) {
+            int o0, o1, c0, c1;
+            grid_block(gw, out, in, q, &o0, &o1, &c0, &c1);
+            op->dw_block(op, o0, o1, c0, c1);
+        }
+#pragma omp for schedule(static) nowait
+        for (int q = 0; q < nx; q++) {
+            int i0, i1, c0, c1;
+            grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
+            op->dx_block(op, i0, i1, c0, c1);
+            if (relu_dx)
+                relu_mask_block(i0, i1, in, c0, c1, op->x, op->dx);
+        }
+#pragma omp for schedule(static) nowait
+        for (int q = 0; q < nd; q++)
+            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), op->dy, db,
+                   op->accumulate);
+    }
+}
+
+/* With accumulate, sgemm adds its product to dW (beta = 1): whether that
+ * gives the bits of a separate sum depends on how the library blocks K
+ * (cdp_cpu_accumulate_exact). */
+static void dw_block_f32(const cdp_cpu_linear_op *op, int o0, int o1, int c0, int c1)
+{
+    const int in = op->in, out = op->out;
+    cdp_cpu_sgemm(1, 0, o1 - o0, c1 - c0, op->B, 1.0f, op->dy + o0, out, op->x + c0, in,
+                  op->accumulate ? 1.0f : 0.0f, op->dW + (size_t)o0 * (size_t)in + c0, in);
+}
+
+static void dx_block_f32(const cdp_cpu_linear_op *op, int i0, int i1, int c0, int c1)
+{
+    const int in = op->in, out = op->out;
+    cdp_cpu_sgemm(0, 0, i1 - i0, c1 - c0, out, 1.0f, op->dy + (size_t)i0 * (size_t)out, out,
+                  op->W + c0, in, 0.0f, op->dx + (size_t)i0 * (size_t)in + c0, in);
+}
+
+/* the backward by blocks of dw_block_f32 and dx_block_f32; with
+ * accumulate, the column sums are added to db */
 void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
                         const float *dy, float *dx, float *dW, float *db, int relu_dx,
                         int accumulate)
@@ -230,36 +295,10 @@ void cdp_cpu_linear_bwd(int B, int in, int out, const float *x, const float *W,
         memset(db, 0, (size_t)out * sizeof(float));
         return;
     }
-    const grid gw = gemm_grid(out, in, B);
-    const grid gx = dx ? gemm_grid(B, in, out) : (grid){ 0, 0 };
-    const int nw = gw.rows * gw.cols, nx = gx.rows * gx.cols;
-    const int nt = gemm_threads(nw > nx ? nw : nx);
-    /* db: blocks of at least 256 columns, one per thread at most */
-    int nd = out / 256 < nt ? out / 256 : nt;
-    if (nd < 1)
-        nd = 1;
-#pragma omp parallel if (nt > 1) num_threads(nt)
-    {
-#pragma omp for schedule(static) nowait
-        for (int q = 0; q < nw; q++) {
-            int o0, o1, c0, c1;
-            grid_block(gw, out, in, q, &o0, &o1, &c0, &c1);
-            cdp_cpu_sgemm(1, 0, o1 - o0, c1 - c0, B, 1.0f, dy + o0, out, x + c0, in,
-                          accumulate ? 1.0f : 0.0f, dW + (size_t)o0 * (size_t)in + c0, in);
-        }
-#pragma omp for schedule(static) nowait
-        for (int q = 0; q < nx; q++) {
-            int i0, i1, c0, c1;
-            grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
-            cdp_cpu_sgemm(0, 0, i1 - i0, c1 - c0, out, 1.0f, dy + (size_t)i0 * (size_t)out, out,
-                          W + c0, in, 0.0f, dx + (size_t)i0 * (size_t)in + c0, in);
-            if (relu_dx)
-                relu_mask_block(i0, i1, in, c0, c1, x, dx);
-        }
-#pragma omp for schedule(static) nowait
-        for (int q = 0; q < nd; q++)
-            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), dy, db, accumulate);
-    }
+    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .accumulate = accumulate,
+                                  .x = x, .W = W, .dy = dy, .dx = dx, .dW = dW,
+                                  .dw_block = dw_block_f32, .dx_block = dx_block_f32};
+    cdp_cpu_linear_bwd_grid(&op, db, relu_dx);
 }
 
 /* A library may add a product to C once per block of K (OpenBLAS: GEMM_Q,
@@ -389,13 +428,22 @@ void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
         y[k] = cdp_bf16_round(x[k]);
 }
 
-void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
+/* cdp_bf16_round_bits(u) >> 16 without its branch, so that the loop
+ * vectorises (the bfloat16 Linear kernels pack every operand with it) */
+static inline uint16_t bf16_bits(uint32_t u)
+{
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x0040u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+
+CDP_CPU_CLONES void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
 {
 #pragma omp parallel for PAR(n)
     for (size_t k = 0; k < n; k++) {
         uint32_t u;
         memcpy(&u, &x[k], sizeof u);
-        y[k] = (uint16_t)(cdp_bf16_round_bits(u) >> 16);
+        y[k] = bf16_bits(u);
     }
 }
 

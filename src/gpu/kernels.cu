@@ -62,6 +62,14 @@ void cdp_cuda_linear_fwd(int B, int in, int out, const float *x, const float *W,
         cdp_cuda_relu_fwd(n, y);
 }
 
+/* --precision bf16's Linear kernels: the float32 ones on the rounded
+ * operands (the CPU backend's bfloat16 products are its own) */
+void cdp_cuda_linear_fwd_bf16(int B, int in, int out, const float *x, const float *W,
+                              const float *b, float *y, int relu)
+{
+    cdp_cuda_linear_fwd(B, in, out, x, W, b, y, relu);
+}
+
 /* cuBLAS with beta = 1 promises no particular bits against a separate
  * product and add (its kernel, split and fused multiply-adds are its own
  * choice), so no shape is declared exact: the executor keeps its scratch
@@ -536,4 +544,11 @@ void cdp_cuda_xent(int B, int C, float *logits, const int32_t *labels, double *s
         k_xent_stats<<<1, XENT_SUM_THREADS, 0, cdp_cuda_g.stream>>>(B, rowloss, rowok, stats);
         CDP_CUDA_LAUNCHED("k_xent_stats");
     }
+}
+
+void cdp_cuda_linear_bwd_bf16(int B, int in, int out, const float *x, const float *W,
+                              const float *dy, float *dx, float *dW, float *db, int relu_dx,
+                              int accumulate)
+{
+    cdp_cuda_linear_bwd(B, in, out, x, W, dy, dx, dW, db, relu_dx, accumulate);
 }

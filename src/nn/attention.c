@@ -109,7 +109,7 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     views v = views_of(ly, io, ly->lowp ? io->ws : io->save);
     const int R = io->B * z.T, D3 = 3 * z.D;
     const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3;
-    be->linear_fwd(R, z.D, D3, io->x, v.w_in, v.b_in, v.qkv, 0);
+    CDP_LINEAR_FWD(io)(R, z.D, D3, io->x, v.w_in, v.b_in, v.qkv, 0);
     lowp(io, v.qkv, (size_t)R * D3);
     /* one batched GEMM per head over the B samples (uniform strides) */
     const size_t Ps = (size_t)z.H * TT;
@@ -126,7 +126,7 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
                          0.0f, v.O + (size_t)h * z.d, z.D, (size_t)z.T * z.D, io->B);
     }
     lowp(io, v.O, (size_t)R * z.D);
-    be->linear_fwd(R, z.D, z.D, v.O, v.w_out, v.b_out, io->y, 0);
+    CDP_LINEAR_FWD(io)(R, z.D, z.D, v.O, v.w_out, v.b_out, io->y, 0);
     if (ly->lowp)
         be->bf16_pack((size_t)io->B * kept_per_sample(ly), v.qkv, (uint16_t *)io->save);
 }
@@ -149,7 +149,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
     float *g_win = io->g, *g_bin = g_win + 3 * D * D, *g_wout = g_bin + 3 * D,
           *g_bout = g_wout + D * D;
 
-    be->linear_bwd(R, z.D, z.D, v.O, v.w_out, io->dy, dO, g_wout, g_bout, 0, io->accumulate);
+    CDP_LINEAR_BWD(io)(R, z.D, z.D, v.O, v.w_out, io->dy, dO, g_wout, g_bout, 0, io->accumulate);
     lowp(io, dO, (size_t)R * D);
     const size_t Ps = (size_t)z.H * TT;
     for (int h = 0; h < z.H; h++) {
@@ -176,7 +176,7 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
                          qs, io->B);
     }
     lowp(io, dqkv, (size_t)R * D3);
-    be->linear_bwd(R, z.D, D3, io->x, v.w_in, dqkv, io->dx, g_win, g_bin, 0, io->accumulate);
+    CDP_LINEAR_BWD(io)(R, z.D, D3, io->x, v.w_in, dqkv, io->dx, g_win, g_bin, 0, io->accumulate);
 }
 
 static double flops(const cdp_layer *ly, int B, int need_dx)

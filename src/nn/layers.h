@@ -12,4 +12,10 @@
 int cdp_layer_shape_same(cdp_layer *ly, char *err, size_t errlen);
 double cdp_layer_no_flops(const cdp_layer *ly, int B, int need_dx);
 
+/* The Linear kernels of a call (Linear, attention's projections): the
+ * bfloat16 ones under --precision bf16, whose operands the stage and the
+ * layer have rounded (doc/reference.md section 3.12). */
+#define CDP_LINEAR_FWD(io) ((io)->lowp ? (io)->be->linear_fwd_bf16 : (io)->be->linear_fwd)
+#define CDP_LINEAR_BWD(io) ((io)->lowp ? (io)->be->linear_bwd_bf16 : (io)->be->linear_bwd)
+
 #endif

@@ -54,14 +54,14 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     (void)train;
     const int in = in_features(ly), out = out_features(ly);
-    io->be->linear_fwd(rows(ly, io->B), in, out, io->x, io->p, io->p + (size_t)in * out, io->y,
+    CDP_LINEAR_FWD(io)(rows(ly, io->B), in, out, io->x, io->p, io->p + (size_t)in * out, io->y,
                        ly->fuse_relu);
 }
 
 static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 {
     const int in = in_features(ly), out = out_features(ly);
-    io->be->linear_bwd(rows(ly, io->B), in, out, io->x, io->p, io->dy, io->dx, io->g,
+    CDP_LINEAR_BWD(io)(rows(ly, io->B), in, out, io->x, io->p, io->dy, io->dx, io->g,
                        io->g + (size_t)in * out, io->relu_dx, io->accumulate);
 }
 

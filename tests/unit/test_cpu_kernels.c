@@ -951,6 +951,101 @@ START_TEST(determinism)
 }
 END_TEST
 
+/* --precision bf16's Linear kernels (bfloat16 products through oneDNN's
+ * matmul where built, float32 sums): on operands rounded to bfloat16,
+ * against double within the float32 summation bound, (K + 2) * 2^-24 *
+ * sum |terms| (K products and the bias; a bfloat16 output or a wrong
+ * operand is off by far more); bitwise the same for 1, 2 and 3 threads;
+ * accumulate gives the bits of a separate product and add(); the fused
+ * ReLU masks. */
+static void bf16_round_all(float *p, size_t n)
+{
+    cdp_backend_cpu(1)->round_bf16(n, p, p);
+}
+
+static void bf16_check(const char *what, int B, int K, const float *a, size_t as, size_t ak,
+                       const float *w, size_t ws, size_t wk, const float *bias, const float *got,
+                       int rows, int cols)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) {
+            double e = bias ? bias[j] : 0.0, mag = bias ? fabs(bias[j]) : 0.0;
+            for (int k = 0; k < K; k++) {
+                double t = (double)a[i * as + k * ak] * w[j * ws + k * wk];
+                e += t;
+                mag += fabs(t);
+            }
+            double d = fabs(got[(size_t)i * cols + j] - e);
+            ck_assert_msg(d <= (K + 2) * 0x1p-24 * mag, "bf16 %s %dx%d [%d,%d]: %.9g vs %.9g",
+                          what, B, K, i, j, (double)got[(size_t)i * cols + j], e);
+        }
+}
+
+START_TEST(linear_bf16)
+{
+    static const int shapes[][3] = {{9, 13, 6}, {64, 300, 50}, {600, 192, 192}, {640, 192, 768},
+                                    {333, 768, 200}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int B = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
+        const size_t nx = (size_t)B * in, nw = (size_t)out * in, ny = (size_t)B * out;
+        float *x = fbuf(nx), *W = fbuf(nw), *b = fbuf(out), *dy = fbuf(ny);
+        fill(x, nx, 80, -1, 1);
+        fill(W, nw, 81, -1, 1);
+        fill(b, out, 82, -1, 1);
+        fill(dy, ny, 83, -1, 1);
+        bf16_round_all(x, nx);
+        bf16_round_all(W, nw);
+        bf16_round_all(dy, ny);
+        static const int thr[3] = {1, 2, 3};
+        float *r[3][4];
+        for (int t = 0; t < 3; t++) {
+            const cdp_backend *be = cpu_split_lib(thr[t], NULL, "1");
+            r[t][0] = fbuf(ny); r[t][1] = fbuf(nx); r[t][2] = fbuf(nw); r[t][3] = fbuf(out);
+            be->linear_fwd_bf16(B, in, out, x, W, b, r[t][0], 0);
+            be->linear_bwd_bf16(B, in, out, x, W, dy, r[t][1], r[t][2], r[t][3], 0, 0);
+        }
+        bf16_check("y", B, in, x, in, 1, W, in, 1, b, r[0][0], B, out);
+        bf16_check("dx", B, out, dy, out, 1, W, 1, in, NULL, r[0][1], B, in);
+        bf16_check("dW", B, B, dy, 1, out, x, 1, in, NULL, r[0][2], out, in);
+        for (int o = 0; o < out; o++) {   /* db: linear_bwd's float sum, row order */
+            float c = dy[o];
+            for (int i = 1; i < B; i++)
+                c += dy[(size_t)i * out + o];
+            ck_assert_msg(memcmp(&c, &r[0][3][o], sizeof c) == 0, "bf16 db[%d]", o);
+        }
+        const size_t sz[4] = {ny, nx, nw, (size_t)out};
+        for (int t = 1; t < 3; t++)
+            for (int q = 0; q < 4; q++)
+                ck_assert_msg(memcmp(r[0][q], r[t][q], sz[q] * sizeof(float)) == 0,
+                              "bf16 Linear %dx%dx%d: output %d differs between 1 and %d threads",
+                              B, in, out, q, thr[t]);
+        /* accumulate: dW + (the product) and db + (the sums), one rounding each */
+        const cdp_backend *be = cpu_split_lib(2, NULL, "1");
+        float *acc = fbuf(nw + out), *want = fbuf(nw + out);
+        fill(acc, nw + out, 84, -1, 1);
+        memcpy(want, acc, (nw + out) * sizeof(float));
+        for (size_t k = 0; k < nw; k++)
+            want[k] = want[k] + r[0][2][k];
+        for (int o = 0; o < out; o++)
+            want[nw + o] = want[nw + o] + r[0][3][o];
+        be->linear_bwd_bf16(B, in, out, x, W, dy, NULL, acc, acc + nw, 0, 1);
+        ck_assert_msg(memcmp(acc, want, (nw + out) * sizeof(float)) == 0,
+                      "bf16 Linear %dx%dx%d: accumulate is not product then add", B, in, out);
+        /* the fused ReLUs: the forward's output, dx masked by x > 0 */
+        be->linear_fwd_bf16(B, in, out, x, W, b, r[1][0], 1);
+        be->linear_bwd_bf16(B, in, out, x, W, dy, r[1][1], acc, acc + nw, 1, 0);
+        for (size_t k = 0; k < ny; k++)
+            ck_assert(r[1][0][k] == (r[0][0][k] > 0.0f ? r[0][0][k] : 0.0f));
+        for (size_t k = 0; k < nx; k++)
+            ck_assert(r[1][1][k] == (x[k] > 0.0f ? r[0][1][k] : 0.0f));
+        for (int t = 0; t < 3; t++)
+            for (int q = 0; q < 4; q++)
+                free(r[t][q]);
+        free(x); free(W); free(b); free(dy); free(acc); free(want);
+    }
+}
+END_TEST
+
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("cpu_kernels");
@@ -982,6 +1077,7 @@ static Suite *kernels_suite(void)
     tc = tcase_create("determinism");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, determinism);
+    tcase_add_test(tc, linear_bf16);
     suite_add_tcase(s, tc);
     return s;
 }
