@@ -67,9 +67,16 @@ def wide_resnet50_2():
 
 
 def mobilenet_v2(p=0.2):
-    """at width_mult 0.25 (its last 1280 channels stay), its first conv of
-    stride 1: the last maps 2x2 (see narrow_resnet)"""
-    m = torchvision.models.mobilenet_v2(num_classes=10, width_mult=0.25, dropout=p)
+    """torchvision's MobileNetV2 at width_mult 0.25 (its last 1280 channels
+    stay) with 8 of its 17 inverted residual blocks, each kind of them
+    (expansion 1 and 6, stride 1 and 2, with and without the shortcut), and
+    its first conv of stride 1: the last maps 4x4 (see narrow_resnet).  All
+    17 blocks (their last maps 2x2) train chaotically at 3x32x32: their
+    float32 trajectory leaves the float64 one within 2-3 steps
+    (tests/torch/torch_export_parity.sh)"""
+    setting = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 2, 2], [6, 64, 2, 2], [6, 320, 1, 1]]
+    m = torchvision.models.mobilenet_v2(num_classes=10, width_mult=0.25, dropout=p,
+                                        inverted_residual_setting=setting)
     first = m.features[0][0]
     m.features[0][0] = nn.Conv2d(3, first.out_channels, 3, 1, 1, bias=False)
     nn.init.kaiming_normal_(m.features[0][0].weight, mode="fan_out")

@@ -1,15 +1,16 @@
 # Shared by the parity tests against tests/torch/torch_model_reference.py
 # (mpi_resnet_parity.sh, mpi_vit_parity.sh): paths, skips, timeouts, and
 #   write_init MODEL SEED FILE [reference options]
-#   parity TAG MODEL INIT B K L "N:RANKS ..." "OPTIONS" [TOL_CHANGE]
+#   parity TAG MODEL INIT B K L "N:RANKS[:RULE,...] ..." "OPTIONS" [TOL_CHANGE]
 #   load_test MODEL "cdp_run OPTIONS"
 #   finish WHAT
-# parity runs cdp_run for dp, cdp-v1 and cdp-v2 with every N:RANKS from the
-# weights INIT, with OPTIONS (the training options cdp_run and the reference
-# share: --lr, --momentum, --weight-decay, --optimizer, --betas, --eps), on
-# Fashion-MNIST in file order, saves P(K), and has the reference compare
-# each run (RESULT lines, all "ok") and a negative control (the cdp-v1
-# reference against the last dp run) that must FAIL.  TOL_CHANGE, where a
+# parity runs cdp_run for dp, cdp-v1 and cdp-v2 (or the RULEs given) with
+# every N:RANKS from the weights INIT, with OPTIONS (the training options
+# cdp_run and the reference share: --lr, --momentum, --weight-decay,
+# --optimizer, --betas, --eps), on Fashion-MNIST in file order, saves
+# P(K), and has the reference compare each run (RESULT lines, all "ok") and
+# a negative control (the cdp-v1 reference against the last dp run: the
+# last N:RANKS must run dp) that must FAIL.  TOL_CHANGE, where a
 # case's calibration allows it, is a tighter bound on rel_change than the
 # 1e-3 of doc/reference.md (every RESULT must meet both).
 #
@@ -35,6 +36,7 @@ PARITY_REF_OPTS="--data-dir $DATA"
 PARITY_NOISE=--noise
 TOL=1e-4
 TOL_CHANGE=1e-3
+started_at=$(date +%s)
 TO=
 TOPY=
 if command -v timeout >/dev/null 2>&1; then
@@ -52,7 +54,7 @@ write_init() {
         || fail "$model: could not write the initial weights"
 }
 
-# parity TAG MODEL INIT B K L "N:RANKS ..." "OPTIONS" [TOL_CHANGE]
+# parity TAG MODEL INIT B K L "N:RANKS[:RULE,...] ..." "OPTIONS" [TOL_CHANGE]
 parity() {
     local tag=$1 model=$2 init=$3 B=$4 K=$5 L=$6 configs=$7 train=$8 tolc=${9:-$TOL_CHANGE}
     local opts="--batch $B --steps $K $train"
@@ -71,17 +73,21 @@ parity() {
     [ -n "$split" ] || { cat "$plan"; fail "$tag: cdp_run --plan printed no 'stages: a,b,c blocks' line"; }
     echo "cdp's split: $split blocks"
 
-    local cases=() cfg n ranks launch out log last=
+    local cases=() cfg n ranks rules launch out log last=
     for cfg in $configs; do
         n=${cfg%%:*}
-        ranks=${cfg##*:}
+        ranks=${cfg#*:}
+        rules="dp cdp-v1 cdp-v2"
+        case $ranks in
+            *:*) rules=${ranks#*:}; rules=${rules//,/ }; ranks=${ranks%%:*} ;;
+        esac
         launch=
         if [ "$ranks" -gt 1 ] && [ $have_mpi = 1 ]; then
             launch="$MPIRUN --allow-run-as-root --oversubscribe -np $ranks"
         else
             ranks=1
         fi
-        for rule in dp cdp-v1 cdp-v2; do
+        for rule in $rules; do
             out=$tmp/$tag-$rule-n$n-r$ranks.st
             log=$tmp/$tag-$rule-n$n-r$ranks.log
             echo "cdp_run --model $model --rule $rule --workers $n ($ranks rank(s))"
@@ -168,5 +174,6 @@ load_test() {
 finish() {
     [ $bad = 0 ] || fail "cdp_run and the PyTorch reference disagree"
     echo "PASS: $* (rel <= $TOL, rel_change <= $TOL_CHANGE)"
+    echo "# $(($(date +%s) - started_at)) s"   # for keeping make check within its time
     exit 0
 }
