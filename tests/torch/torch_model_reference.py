@@ -61,10 +61,12 @@ Usage (see --help):
     torch_model_reference.py --self-test
 
 Each comparison prints
-    RESULT rule=R N=n rel=X rel_change=Y ok|FAIL
+    RESULT rule=R N=n rel=X rel_change=Y params_change=Z ok|FAIL
 with, over all parameters and float buffers together (num_batches_tracked
 must match exactly), rel = ||cdp - ref|| / ||ref|| (<= --tol, 1e-4) and
-rel_change = ||cdp - ref|| / ||ref - init|| (<= --tol-change, 1e-3).
+rel_change = ||cdp - ref|| / ||ref - init|| (<= --tol-change, 1e-3); and
+params_change, rel_change over the learned parameters alone (without the
+BatchNorm running statistics), <= 10 x --tol-change.
 
 --noise adds, per case, "NOISE rule=R N=n rel=X rel_change=Y": the distance
 of this float32 reference from the same computation in float64.  ReLU
@@ -568,8 +570,18 @@ def is_counter(key):
     return key.endswith("num_batches_tracked")
 
 
+PARAMS_CHANGE_FACTOR = 10
+
+
+def is_running_stat(key):
+    return key.endswith("running_mean") or key.endswith("running_var")
+
+
 def compare(mine, init, other, verbose=False):
-    """(ok_names, rel, rel_change, messages) of `other` against `mine`."""
+    """(ok_names, rel, rel_change, rel_change_params, messages) of `other`
+    against `mine`; rel_change_params leaves out the BatchNorm running
+    statistics, which can make up most of a few steps' change and would
+    hide an error confined to the learned parameters."""
     msgs = []
     ok = True
     missing = [k for k in mine if k not in other]
@@ -582,7 +594,7 @@ def compare(mine, init, other, verbose=False):
         msgs.append(f"not in the model: {', '.join(extra[:8])}"
                     + (f" (+{len(extra) - 8})" if len(extra) > 8 else ""))
         ok = False
-    num = den = chg = 0.0
+    num = den = chg = num_p = chg_p = 0.0
     per = []
     for key, ref in mine.items():
         if key not in other:
@@ -603,18 +615,22 @@ def compare(mine, init, other, verbose=False):
         dn = float((d * d).sum())
         num += dn
         den += float((r * r).sum())
-        chg += float(((r - init[key].double()) ** 2).sum())
+        dc = float(((r - init[key].double()) ** 2).sum())
+        chg += dc
+        if not is_running_stat(key):
+            num_p += dn
+            chg_p += dc
         rn = float(r.norm())
         per.append((math.sqrt(dn) / rn if rn > 0 else math.sqrt(dn), key, math.sqrt(dn), rn))
     rel = math.sqrt(num / den) if den > 0 else math.sqrt(num)
-    if chg > 0:
-        rel_change = math.sqrt(num / chg)
-    else:
-        rel_change = 0.0 if num == 0 else math.inf
+    def over_change(n, c):
+        if c > 0:
+            return math.sqrt(n / c)
+        return 0.0 if n == 0 else math.inf
     per.sort(reverse=True)
     for r, key, dn, rn in (per if verbose else per[:4]):
         msgs.append(f"{key:36s} ||a-b|| {dn:.3e}  ||b|| {rn:.3e}  rel {r:.3e}")
-    return ok, rel, rel_change, msgs
+    return ok, rel, over_change(num, chg), over_change(num_p, chg_p), msgs
 
 
 def report(rule, n, path, mine, init, tol, tol_change, verbose):
@@ -622,13 +638,19 @@ def report(rule, n, path, mine, init, tol, tol_change, verbose):
         other = st_read(path)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: {e}") from e
-    ok, rel, rel_change, msgs = compare(mine, init, other, verbose)
-    good = ok and rel <= tol and rel_change <= tol_change
+    ok, rel, rel_change, rel_change_params, msgs = compare(mine, init, other, verbose)
+    # the learned parameters alone, to 10x the bound: their share of a few
+    # steps' change is small where BatchNorm's running statistics move most,
+    # and float32 noise then reaches 4.2e-3 of it (mobilenet_v2 and resnet18
+    # at small widths, dp N=4, against PyTorch); a wrong learning rate or
+    # gradient puts it at 3e-2 and beyond (the negative controls)
+    good = (ok and rel <= tol and rel_change <= tol_change
+            and rel_change_params <= PARAMS_CHANGE_FACTOR * tol_change)
     for m in msgs:                 # problems, then the worst tensors
         if verbose or not good or "||a-b||" not in m:
             print(f"  {m}")
     print(f"RESULT rule={rule} N={n} rel={rel:.3e} rel_change={rel_change:.3e} "
-          f"{'ok' if good else 'FAIL'}", flush=True)
+          f"params_change={rel_change_params:.3e} {'ok' if good else 'FAIL'}", flush=True)
     return good
 
 
@@ -917,7 +939,7 @@ def self_test(data_dir, tol, tol_change):
               and back["bn1.num_batches_tracked"].dim() == 0, f"{len(back)} entries")
         out = os.path.join(d, "out.st")
         st_write(out, {k: (v.float() if is_counter(k) else v) for k, v in res["cdp-v2"].items()})
-        ok, rel, rc, _ = compare(res["cdp-v2"], s.init, st_read(out))
+        ok, rel, rc, _, _ = compare(res["cdp-v2"], s.init, st_read(out))
         check("compare accepts num_batches_tracked as F32", ok and rel == 0.0, f"rel {rel:.1e}")
         acc = evaluate("resnet18-cifar", out, data_dir, limit=500)
         check("evaluate: strict load into torchvision", 0.0 <= acc <= 1.0, f"accuracy {acc:.4f}")
