@@ -73,8 +73,11 @@ static mm_entry *entries;
 #define MAX_SCRATCH_THREADS 256
 static void *scratch[MAX_SCRATCH_THREADS];
 static size_t scratch_bytes[MAX_SCRATCH_THREADS];
+/* and the streams, by thread too: made once, not at every product (as the
+ * oneDNN convolutions keep one per slot) */
+static dnnl_stream_t streams[MAX_SCRATCH_THREADS];
 
-static void *scratch_get(size_t bytes)
+static int thread_slot(void)
 {
     const int t = omp_get_thread_num();
     if (t < 0 || t >= MAX_SCRATCH_THREADS) {
@@ -82,7 +85,22 @@ static void *scratch_get(size_t bytes)
                 MAX_SCRATCH_THREADS);
         abort();
     }
+    return t;
+}
+
+static void *scratch_get(size_t bytes)
+{
+    const int t = thread_slot();
     return cdp_cpu_grow(&scratch[t], &scratch_bytes[t], bytes, "oneDNN's bf16 matmul");
+}
+
+/* after entry_get (the engine exists) */
+static dnnl_stream_t stream_get(void)
+{
+    const int t = thread_slot();
+    if (!streams[t])
+        OK(dnnl_stream_create(&streams[t], engine, dnnl_stream_default_flags));
+    return streams[t];
 }
 
 static void release_all(void)
@@ -93,6 +111,11 @@ static void release_all(void)
         dnnl_primitive_destroy(e->prim);
         free(e);
     }
+    for (int t = 0; t < MAX_SCRATCH_THREADS; t++)
+        if (streams[t]) {
+            dnnl_stream_destroy(streams[t]);
+            streams[t] = NULL;
+        }
     if (engine)
         dnnl_engine_destroy(engine);
     engine = NULL;
@@ -178,8 +201,7 @@ void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A,
     const int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     const mm_entry *e = entry_get(&k);
-    dnnl_stream_t st;
-    OK(dnnl_stream_create(&st, engine, dnnl_stream_default_flags));
+    dnnl_stream_t st = stream_get();
     dnnl_memory_t ma = mem(&e->a, A), mb = mem(&e->b, B), mc = mem(&e->c, C);
     dnnl_memory_t ms = mem(&e->scratch, e->scratch_bytes ? scratch_get(e->scratch_bytes) : NULL);
     dnnl_memory_t mbias = bias ? mem(&e->bias, bias) : NULL;
@@ -193,7 +215,6 @@ void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A,
     dnnl_memory_destroy(ms);
     if (mbias)
         dnnl_memory_destroy(mbias);
-    dnnl_stream_destroy(st);
     omp_set_num_threads(nt);
 }
 
