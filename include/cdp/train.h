@@ -17,7 +17,11 @@ extern "C" {
 /* Call first thing in main, before MPI_Init: makes sure the BLAS library
  * runs the kernel this CPU supports and that the OpenMP and BLAS thread
  * pools do not fight, by re-executing the program (argv) with the
- * environment they need when it lacks it.  May therefore not return. */
+ * environment they need when it lacks it.  May therefore not return.
+ * Then blocks SIGTERM and SIGINT in the calling thread, so that every
+ * thread started later (MPI's, OpenMP's) inherits the mask, and starts the
+ * thread that takes them ("cdp-signals"): a handler must never run on a
+ * thread inside oneDNN's JIT GEMM, which points its stack at the heap. */
 void cdp_preinit(int argc, char **argv);
 
 /* Runs the training job that cdp_run's arguments argv[1 .. argc) describe

@@ -10,55 +10,12 @@
 #include "cdp/train.h"
 #include "backend/backend.h"
 #include "exec/comm.h"
-#include "io/safetensors.h"
 #include "models/model.h"
 #include "models/model_file.h"
 #include "run/options.h"
 #include "run/preflight.h"
+#include "stop_signals.h"
 #include "trainer.h"
-
-/* SIGTERM and SIGINT: the first one asks every rank to stop at the next
- * segment boundary (checkpoint written when --checkpoint is given) and to
- * exit with 128 + the signal; a second one ends the process at once, by
- * the signal's default action, after removing the temporary file of a
- * checkpoint or weights file being written (the previous file stays). */
-static volatile sig_atomic_t got_signal;
-
-static void on_signal(int sig)
-{
-    if (!got_signal) {
-        got_signal = sig;
-        return;
-    }
-    cdp_st_discard_pending();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static struct sigaction before[2];   /* the handlers to restore */
-static int caught;
-
-static void catch_stop_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;   /* reads and writes carry on */
-    sigemptyset(&sa.sa_mask);
-    got_signal = 0;
-    sigaction(SIGTERM, &sa, &before[0]);
-    sigaction(SIGINT, &sa, &before[1]);
-    caught = 1;
-}
-
-static void restore_signals(void)
-{
-    if (!caught)
-        return;
-    sigaction(SIGTERM, &before[0], NULL);
-    sigaction(SIGINT, &before[1], NULL);
-    caught = 0;
-}
 
 /* Agreed failure ends the job with status 1 (trainer.h's FAIL_IF, before
  * there is a trainer). */
@@ -67,14 +24,15 @@ static void restore_signals(void)
 
 /* Options, the same on every rank; --help, --version and --list-models
  * (then RUN_DONE: the job is complete, status 0). */
-static int parse_options(cdp_comm *comm, cdp_options *o, int argc, char **argv)
+static int parse_options(cdp_comm *comm, cdp_options *o, int argc, char **argv,
+                         const volatile sig_atomic_t **stop)
 {
     static char err[1024];
     const int root = comm->rank == 0;
     cdp_options_defaults(o);
     int bad = cdp_options_parse(o, argc, argv, err, sizeof err);
     FAIL_JOB_IF(bad, err);
-    catch_stop_signals();   /* from now on SIGTERM/SIGINT mean: stop (and checkpoint) */
+    *stop = cdp_stop_signals_catch();   /* from now on SIGTERM/SIGINT mean: stop (and checkpoint) */
     if (o->help || o->version || o->list_models) {
         if (root) {
             if (o->help) cdp_options_help(stdout);
@@ -101,7 +59,8 @@ static int parse_options(cdp_comm *comm, cdp_options *o, int argc, char **argv)
 
 void cdp_preinit(int argc, char **argv)
 {
-    cdp_backend_cpu_preinit(argc, argv);
+    cdp_backend_cpu_preinit(argc, argv);   /* may re-execute the program */
+    cdp_stop_signals_shield();   /* before MPI and OpenMP start threads */
 }
 
 int cdp_train_main(MPI_Comm mpi_comm, int argc, char **argv)
@@ -110,11 +69,12 @@ int cdp_train_main(MPI_Comm mpi_comm, int argc, char **argv)
     static cdp_options o;
     cdp_comm *comm = &comm_;
     cdp_comm_init(comm, mpi_comm);
-    int rc = parse_options(comm, &o, argc, argv);
+    const volatile sig_atomic_t *stop = NULL;
+    int rc = parse_options(comm, &o, argc, argv, &stop);
     if (!rc)
-        rc = cdp_train(comm, &o, &got_signal);
+        rc = cdp_train(comm, &o, stop);
     cdp_comm_finalize(comm);
     cdp_comm_free(comm);
-    restore_signals();
+    cdp_stop_signals_restore();
     return rc == RUN_DONE ? 0 : rc;
 }
