@@ -107,7 +107,52 @@ def forward_loss(x, y, layers):
     return F.cross_entropy(h, y, reduction="mean")
 
 
-def train(init, split, rule, n, batch, steps, lr, momentum, wd, xs, ys, threads=None):
+# ----------------------------------------------------------------- bf16
+
+
+def bf16(t):
+    """R(t) of doc/reference.md 3.12: t rounded to bfloat16 (to nearest, ties
+    to even: torch's float -> bfloat16 conversion), kept in float32."""
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+class LinearBF16(torch.autograd.Function):
+    """A Linear layer of --precision bf16 as doc/reference.md 3.12 specifies
+    it, written from the table, not from cdp's code: the product reads R(W)
+    and the (already rounded) input, sums in float32, adds the float32 bias;
+    the layer's output is R(that).  Backward: the products read R(dy), the
+    gradient of the output as they read it; dW and dx are float32 sums of
+    bf16 products; db the float32 column sum of that R(dy)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, round_out):
+        wr = bf16(w)
+        ctx.save_for_backward(x, wr)
+        y = F.linear(x, wr, b)
+        return bf16(y) if round_out else y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, wr = ctx.saved_tensors
+        dyr = bf16(dy)
+        return dyr @ wr, dyr.t() @ x, dyr.sum(0), None
+
+
+def forward_loss_bf16(x, y, layers, error=None):
+    """forward_loss under --precision bf16 (3.12): the input R(x), each
+    Linear through LinearBF16, ReLU of a rounded value (rounded already),
+    the loss float32 from the rounded logits.  error "activation": the
+    first layer's output left in float32 (a negative control)."""
+    h = bf16(x)
+    for j, (w, b) in enumerate(layers):
+        h = LinearBF16.apply(h, w, b, not (error == "activation" and j == 0))
+        if j + 1 < len(layers):
+            h = torch.relu(h)
+    return F.cross_entropy(h, y, reduction="mean")
+
+
+def train(init, split, rule, n, batch, steps, lr, momentum, wd, xs, ys, threads=None,
+          precision="fp32", error=None):
     if threads:
         torch.set_num_threads(threads)
     nl = len(split)
@@ -143,7 +188,10 @@ def train(init, split, rule, n, batch, steps, lr, momentum, wd, xs, ys, threads=
                 leaves[f"fc{j}.weight"] = w
                 leaves[f"fc{j}.bias"] = b
                 layers.append((w, b))
-            loss = forward_loss(x, y, layers)
+            if precision == "bf16":
+                loss = forward_loss_bf16(x, y, layers, error)
+            else:
+                loss = forward_loss(x, y, layers)
             loss.backward()
             for name in names:
                 g = leaves[name].grad
@@ -152,6 +200,8 @@ def train(init, split, rule, n, batch, steps, lr, momentum, wd, xs, ys, threads=
         prev = {name: cur[name].detach().clone() for name in names}
         for name in names:
             cur[name].grad = gsum[name] * inv_n
+            if error == "grad-sum":             # the mean gradient in bfloat16
+                cur[name].grad = bf16(cur[name].grad)
         with torch.no_grad():
             opt.step()
     return {name: cur[name].detach().clone() for name in names}
@@ -227,6 +277,11 @@ def main(argv=None):
     ap.add_argument("--case", action="append", default=[], metavar="RULE:N:FILE",
                     help="repeatable: run rule RULE with N workers and compare with FILE "
                          "(overrides --rule, --workers, --compare; one process, one data load)")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: doc/reference.md 3.12's roundings [fp32]")
+    ap.add_argument("--bf16-error", choices=("activation", "grad-sum"),
+                    help="a deliberate misstep (negative controls): the first layer's output "
+                         "kept in float32, or the mean gradient rounded to bfloat16")
     ap.add_argument("--model", default="mlp:784-128-64-10", help="for --write-init")
     ap.add_argument("--seed", type=int, default=1, help="for --write-init")
     a = ap.parse_args(argv)
@@ -257,7 +312,8 @@ def main(argv=None):
     status = 0
     for rule, n, cmp_path in cases:
         final = train(init, split, rule, n, a.batch, a.steps, a.lr,
-                      a.momentum, a.weight_decay, xs, ys, a.threads or None)
+                      a.momentum, a.weight_decay, xs, ys, a.threads or None,
+                      a.precision, a.bf16_error)
         if a.out and len(cases) == 1:
             st_write(a.out, final, {"format": "pt", "producer": "torch_reference.py",
                                     "rule": rule, "step": a.steps})
