@@ -117,9 +117,15 @@ int train_results(trainer *r)
                    r->fig.steps ? r->fig.train_time_s / (double)r->fig.steps : 0.0);
     }
     if (o->layer_times) {
-        int bad = cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig,
-                                         o->quiet ? NULL : stdout, r->metrics, o->layer_times_out,
-                                         o->batch, r->err, sizeof r->err);
+        cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig, o->quiet ? NULL : stdout,
+                               r->metrics);
+        /* two segments of as many steps: the first one's extra is the start cost */
+        const int two = r->nseg == 2 && r->seg_K[0] == r->seg_K[1];
+        int bad = o->layer_times_out[0] &&
+                  cdp_report_machine_rows(r->comm, &r->lt, two ? &r->lt_first : NULL,
+                                          two ? fmax(0.0, r->seg_s[0] - r->seg_s[1]) : 0.0,
+                                          &r->model, o->layer_times_out, o->batch, r->err,
+                                          sizeof r->err);
         train_metrics_written(r);   /* rank 0's: the other ranks have none */
         r->model.times = NULL;   /* not the serial reference's layers */
         FAIL_IF(r->root && bad, r->err);

@@ -23,7 +23,7 @@ static cdp_prediction run(int N, int L, int P, cdp_rule rule, int K, const cdp_s
     cdp_sched_config c = { N, L, P, rule, CDP_FW_REPLICATED, 0, K };
     cdp_prediction p;
     char err[256];
-    ck_assert_msg(cdp_predict(&c, st, net, 1, &p, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_predict(&c, st, net, 1, 0, &p, err, sizeof err) == 0, "%s", err);
     return p;
 }
 
