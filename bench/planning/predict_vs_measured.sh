@@ -4,10 +4,10 @@
 #     nice bench/planning/predict_vs_measured.sh [BUILD_DIR]
 #
 # For each model of MODELS (B samples a worker, one worker a rank):
-#  1. the machine: REPS dp runs of 2 x STEPS steps in two segments
+#  1. the machine: REPS dp runs of 3 x STEPS steps in three segments
 #     (--log-every STEPS) on NP ranks with --layer-times-out write the
-#     layer rows of the second segment and the start cost (the first
-#     segment's time beyond the second's), measured under the same sharing
+#     layer rows of the later segments and the start cost (the first
+#     segment's time beyond the later ones' median), measured under the same sharing
 #     of the cores as the runs below (NP ranks on this machine), each
 #     figure the median of the REPS runs' (python3);
 #  2. shared memory, NP in SHM_RANKS: cdp_netmeasure on NP ranks fills in
@@ -60,9 +60,9 @@ HOSTS_SH=$bench_top/tests/lib/hosts.sh
 blas_env=
 for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do [ -n "${!v:-}" ] && blas_env="$blas_env -x $v"; done
 common="--data synthetic --batch $B --steps $STEPS --eval-every 0 --threads 1"
-# the profiling runs: two segments of STEPS steps (the machine file's rows
-# from the second, its start_s the first one's extra)
-profile="--data synthetic --batch $B --steps $((2 * STEPS)) --log-every $STEPS --metrics /dev/null \
+# the profiling runs: three segments of STEPS steps (the machine file's
+# rows from the later two, its start_s the first one's extra)
+profile="--data synthetic --batch $B --steps $((3 * STEPS)) --log-every $STEPS --metrics /dev/null \
  --eval-every 0 --threads 1"
 
 # median_rows OUT FILE...: the machine files of REPS profiling runs as one,

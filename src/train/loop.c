@@ -337,13 +337,13 @@ static int write_last_good(trainer *r)
  * (r->state_bad), was not finite (then it stops, with *bad_k0 the
  * segment's first step).  Returns the agreed signal, 0, or -1 when a
  * checkpoint could not be written (the error is reported). */
-/* --layer-times-out: the first two segments' steps and times, and the rows
- * as they stood after the first, so that the machine file can give the
- * start cost (the first segment's time beyond the second's) and rows
- * without it (layer_times_report.c) */
+/* --layer-times-out: the first segments' steps and times, and the rows as
+ * they stood after the first, so that the machine file can give the start
+ * cost (the first segment's time beyond the later ones') and rows without
+ * it (results.c) */
 static void note_segment(trainer *r, int K, double s)
 {
-    if (r->nseg >= 2) return;
+    if (r->nseg >= (int)(sizeof r->seg_K / sizeof r->seg_K[0])) return;
     r->seg_K[r->nseg] = K;
     r->seg_s[r->nseg] = s;
     if (r->nseg++ == 0) {

@@ -44,6 +44,26 @@ START_TEST(one_worker_one_stage)
 }
 END_TEST
 
+/* the start cost: paid once, by the job's first segment.  One worker, one
+ * stage, 2 steps of 1 + 2 + 0.5 s: segment 7 s, with a start of 1 s 8 s,
+ * a step 4 s (not 3.5 + 1: it is not a cost per step); the period, rank
+ * 0's time from its first step's first tick to its second's (3 s: the
+ * update runs in the second step's first tick), does not include it */
+START_TEST(start_cost_by_hand)
+{
+    cdp_stage_cost st = { 1.0, 2.0, 0.5, 4e6, 100, 0, 0 };
+    cdp_network n = net1(0);
+    cdp_sched_config c = { 1, 1, 1, CDP_RULE_DP, CDP_FW_REPLICATED, 0, 2 };
+    cdp_prediction p;
+    char err[256];
+    ck_assert_int_eq(cdp_predict(&c, &st, &n, 1, 1.0, &p, err, sizeof err), 0);
+    ck_assert_double_eq_tol(p.segment_s, 8.0, 1e-12);
+    ck_assert_double_eq_tol(p.step_s, 4.0, 1e-12);
+    ck_assert_double_eq_tol(p.period_s, 3.0, 1e-12);
+    ck_assert_double_eq_tol(p.compute_s, 3.5, 1e-12);
+}
+END_TEST
+
 /* the all-reduce's alpha-beta cost: ring 2(S-1)(a + n/(S b)), recursive
  * doubling log2(S)(a + n/b) */
 START_TEST(allreduce_by_hand)
@@ -245,7 +265,8 @@ START_TEST(machine_file_round_trip)
     ck_assert_int_eq(cdp_machine_read(machine_text(
         "{\"format\": \"cdp-machine-1\", \"compute\": {\"model\": \"mlp:4-2\", \"input\": [1, 1, 4], "
         "\"batch\": 8, \"loss_s\": 0.5, \"layers\": [{\"index\": 1, \"fwd_s\": 0.25, \"bwd_s\": 0.75}], "
-        "\"update_s_per_param\": 1e-9}, " NET "}"), &m, err, sizeof err), 0);
+        "\"update_s_per_param\": 1e-9, \"start_s\": 0.125}, " NET "}"), &m, err, sizeof err), 0);
+    ck_assert_double_eq(m.start_s, 0.125);
     ck_assert_int_eq(m.nlayers, 2);
     ck_assert_double_eq(m.fwd_s[1], 0.25);
     ck_assert_double_eq(m.bwd_s[0], 0);
@@ -258,6 +279,7 @@ START_TEST(machine_file_round_trip)
     ck_assert_int_eq(cdp_machine_read(path, &back, err, sizeof err), 0);
     ck_assert_double_eq(back.bwd_s[1], 0.75);
     ck_assert_double_eq(back.loss_s, 0.5);
+    ck_assert_double_eq(back.start_s, 0.125);
     ck_assert_str_eq(back.model, "mlp:4-2");
     cdp_machine_free(&m);
     cdp_machine_free(&back);
@@ -279,6 +301,8 @@ START_TEST(bad_machine_files)
           "\"update_s_per_param\": 0, \"flop_per_s\": 1}, " NET "}", "unknown key \"flop_per_s\"" },
         { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": -1, "
           "\"update_s_per_param\": 0}, " NET "}", "compute.flops_per_s: -1 is out of range" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0, \"start_s\": -0.5}, " NET "}", "compute.start_s: -0.5 is out of range" },
         { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
           "\"update_s_per_param\": 0}, \"network\": {\"ranks_per_host\": 1, \"intra_host\": "
           "{\"latency_s\": 0, \"bandwidth_Bps\": 0}, \"inter_host\": {\"latency_s\": 0, "
@@ -310,6 +334,7 @@ int main(void)
     TCase *tc = tcase_create("predict");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, one_worker_one_stage);
+    tcase_add_test(tc, start_cost_by_hand);
     tcase_add_test(tc, allreduce_by_hand);
     tcase_add_test(tc, dp_two_ranks);
     tcase_add_test(tc, overlap_by_hand);
