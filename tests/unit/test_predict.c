@@ -185,8 +185,9 @@ END_TEST
 /* cdp_netmeasure's fit: times made from a = 1e-5 s, o = 2e-6 s and
  * b = 1e8 B/s (t = a + o + bytes/b) give them back; the bandwidth comes
  * from the sizes of 64 KiB and more only (the 1 KiB time, off the line,
- * does not move it); a gap longer than the small message's time is cut to
- * it (latency 0); too few sizes, or times that do not grow, are refused */
+ * does not move it); the fixed cost is the least the small sizes leave;
+ * a gap longer than the small message's time is cut to it (latency 0);
+ * too few sizes, or times that do not grow, are refused */
 START_TEST(net_fit_by_hand)
 {
     const double a = 1e-5, o = 2e-6, b = 1e8;
@@ -202,6 +203,12 @@ START_TEST(net_fit_by_hand)
     ck_assert_int_eq(cdp_net_fit(bytes, t, 4, 1.0, &l, err, sizeof err), 0);
     ck_assert_double_eq_tol(l.per_message_s, a + o, 1e-15);
     ck_assert_double_eq(l.latency_s, 0);
+    /* the 8-byte time caught by a load spike (50 times its own): the fixed
+     * cost comes from the 1 KiB time, 3(a + o + 1024/b) - 1024/b */
+    double spike[4] = { 50 * t[0], t[1], t[2], t[3] };
+    ck_assert_int_eq(cdp_net_fit(bytes, spike, 4, o, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol(l.per_message_s + l.latency_s, 3 * (a + o) + 2 * 1024 / b, 1e-15);
+    ck_assert_double_eq_tol(l.per_message_s, o, 1e-15);
     ck_assert_int_eq(cdp_net_fit(bytes, t, 1, o, &l, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "two message sizes"));
     double flat[4] = { 1e-3, 1e-3, 1e-3, 1e-3 };
