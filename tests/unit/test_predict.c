@@ -207,7 +207,7 @@ START_TEST(net_fit_by_hand)
      * cost comes from the 1 KiB time, 3(a + o + 1024/b) - 1024/b */
     double spike[4] = { 50 * t[0], t[1], t[2], t[3] };
     ck_assert_int_eq(cdp_net_fit(bytes, spike, 4, o, &l, err, sizeof err), 0);
-    ck_assert_double_eq_tol(l.per_message_s + l.latency_s, 3 * (a + o) + 2 * 1024 / b, 1e-15);
+    ck_assert_double_eq_tol((l.per_message_s + l.latency_s), (3 * (a + o) + 2 * 1024 / b), 1e-15);
     ck_assert_double_eq_tol(l.per_message_s, o, 1e-15);
     ck_assert_int_eq(cdp_net_fit(bytes, t, 1, o, &l, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "two message sizes"));
