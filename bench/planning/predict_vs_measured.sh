@@ -4,16 +4,18 @@
 #     nice bench/planning/predict_vs_measured.sh [BUILD_DIR]
 #
 # For each model of MODELS (B samples a worker, one worker a rank):
-#  1. the machine: REPS dp runs of STEPS steps on NP ranks with
-#     --layer-times-out write the layer rows (measured under the same
-#     sharing of the cores as the runs below: NP ranks on this machine),
-#     each figure the median of the REPS runs' (python3);
+#  1. the machine: REPS dp runs of 3 x STEPS steps in three segments
+#     (--log-every STEPS) on NP ranks with --layer-times-out write the
+#     layer rows of the later segments and the start cost (the first
+#     segment's time beyond the later ones' median), measured under the same sharing
+#     of the cores as the runs below (NP ranks on this machine), each
+#     figure the median of the REPS runs' (python3);
 #  2. shared memory, NP in SHM_RANKS: cdp_netmeasure on NP ranks fills in
 #     the shared-memory link (NP = 1: no link is used);
 #  3. emulated hosts (tests/lib/hosts.sh, 2 hosts x 1 rank, each host's
-#     link shaped with --rate RATE, for RATE in RATES): cdp_netmeasure on
-#     the two hosts, at that rate, fills in the host link of the 2-rank
-#     file, and ranks_per_host is set to 1 (python3);
+#     link shaped with --rate RATE, for RATE in RATES): the machine
+#     measured as in 1 on the two hosts at that rate, then cdp_netmeasure
+#     there fills in the host link, and ranks_per_host is set to 1 (python3);
 # and for each rule in RULES: the prediction (cdp_run --plan --plan-ranks
 # NP --workers NP --plan-steps STEPS --machine FILE: step_s) and REPS
 # measured runs of STEPS steps (the rules' runs taking turns) (cdp_run --quiet: step_time_s, the same
@@ -58,6 +60,10 @@ HOSTS_SH=$bench_top/tests/lib/hosts.sh
 blas_env=
 for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do [ -n "${!v:-}" ] && blas_env="$blas_env -x $v"; done
 common="--data synthetic --batch $B --steps $STEPS --eval-every 0 --threads 1"
+# the profiling runs: three segments of STEPS steps (the machine file's
+# rows from the later two, its start_s the first one's extra)
+profile="--data synthetic --batch $B --steps $((3 * STEPS)) --log-every $STEPS --metrics /dev/null \
+ --eval-every 0 --threads 1"
 
 # median_rows OUT FILE...: the machine files of REPS profiling runs as one,
 # each figure of the compute part their median (the load of a shared
@@ -69,7 +75,7 @@ out, files = sys.argv[1], sys.argv[2:]
 ms = [json.load(open(f)) for f in files]
 m = ms[0]
 c = m["compute"]
-for k in ("loss_s", "flops_per_s", "update_s_per_param"):
+for k in ("loss_s", "flops_per_s", "update_s_per_param", "start_s"):
     if k in c:
         c[k] = statistics.median(x["compute"][k] for x in ms)
 rows = [{r["index"]: r for r in x["compute"]["layers"]} for x in ms]
@@ -95,6 +101,9 @@ links() {
     python3 -c "import json,sys; n=json.load(open(sys.argv[1]))['network']; \
 print(' '.join('%s=%s' % (k, n[k]) for k in sorted(n)))" "$1"
 }
+
+# start_of FILE: its measured start cost
+start_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['compute'].get('start_s', 0))" "$1"; }
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
@@ -143,15 +152,15 @@ bench_header
 echo "# links measured by cdp_netmeasure (shared memory on NP ranks; the host link at each rate)"
 : >"$tmp/table"
 for model in $MODELS; do
-    for np in $SHM_RANKS 2; do   # the 2-rank file also serves the hosts
-        [ -f "$tmp/machine-$np.json" ] && continue
+    for np in $SHM_RANKS; do
         for r in $(seq "$REPS"); do
             timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \
-                --rule dp --workers "$np" $common --quiet --layer-times-out "$tmp/rows-$np-$r.json" \
+                --rule dp --workers "$np" $profile --quiet --layer-times-out "$tmp/rows-$np-$r.json" \
                 >>"$tmp/log" 2>&1 || echo "# measuring the machine on $np ranks failed (see $tmp/log)"
         done
         median_rows "$tmp/machine-$np.json" "$tmp"/rows-"$np"-*.json
         rm -f "$tmp"/rows-"$np"-*.json
+        echo "# $model shm np=$np: start_s=$(start_of "$tmp/machine-$np.json")"
     done
     for np in $SHM_RANKS; do
         cp "$tmp/machine-$np.json" "$tmp/shm-$np.json"
@@ -170,16 +179,24 @@ for model in $MODELS; do
             echo "# emulated hosts not available here (hosts.sh exit 77): rate $rate skipped"
             continue
         fi
+        for r in $(seq "$REPS"); do
+            "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- timeout "$TIMEOUT" mpirun --bind-to none \
+                -np 2 $blas_env "$CDP" --model "$model" --rule dp --workers 2 $profile --quiet \
+                --layer-times-out "$tmp/hrows-$r.json" >>"$tmp/log" 2>&1 \
+                || echo "# measuring the machine on the hosts at $rate failed (see $tmp/log)"
+        done
+        median_rows "$tmp/hmachine-$rate.json" "$tmp"/hrows-*.json
+        rm -f "$tmp"/hrows-*.json
         "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- timeout "$TIMEOUT" mpirun --bind-to none \
-            -np 2 "$NETMEASURE" --machine "$tmp/machine-2.json" --machine-out "$tmp/hosts-$rate.json" \
+            -np 2 "$NETMEASURE" --machine "$tmp/hmachine-$rate.json" --machine-out "$tmp/hosts-$rate.json" \
             >>"$tmp/log" 2>&1 || echo "# measuring the host link at $rate failed (see $tmp/log)"
         one_per_host "$tmp/hosts-$rate.json"
-        echo "# $model 2 hosts $rate: $(links "$tmp/hosts-$rate.json")"
+        echo "# $model 2 hosts $rate: start_s=$(start_of "$tmp/hosts-$rate.json") $(links "$tmp/hosts-$rate.json")"
         one "$model" "2 hosts $rate" 2 "$tmp/hosts-$rate.json" \
             "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- \
             timeout "$TIMEOUT" mpirun --bind-to none -np 2 $blas_env
     done
-    rm -f "$tmp"/machine-*.json
+    rm -f "$tmp"/machine-*.json "$tmp"/hmachine-*.json
 done
 echo
 echo "| model | where | rule | predicted step_s | measured step_s (median) | predicted/measured |"

@@ -146,12 +146,14 @@ static int read_layers(const reader *r, const cdp_json *a, cdp_machine *m)
 static int read_compute(const reader *r, const cdp_json *root, cdp_machine *m)
 {
     static const char *const known[] = { "model", "input", "batch", "layers", "loss_s",
-                                         "flops_per_s", "update_s_per_param", NULL };
+                                         "flops_per_s", "update_s_per_param", "start_s", NULL };
     const cdp_json *o = cdp_json_get(root, "compute");
     if (!o) return fail(r, "missing \"compute\"");
     if (check_keys(r, o, "compute", known)) return -1;
     if (get_num(r, o, "compute", "update_s_per_param", 1, 0, 1, &m->update_s_per_param)) return -1;
     if (get_num(r, o, "compute", "flops_per_s", 0, 1, 1e21, &m->flops_per_s)) return -1;
+    /* optional: files written before it was measured */
+    if (get_num(r, o, "compute", "start_s", 0, 0, 1e6, &m->start_s)) return -1;
     const cdp_json *layers = cdp_json_get(o, "layers");
     if (!layers) {
         if (m->flops_per_s <= 0)
@@ -256,7 +258,9 @@ void cdp_machine_write(FILE *f, const cdp_machine *m)
         cdp_json_write_double(f, m->flops_per_s);
         fprintf(f, ",\n");
     }
-    fprintf(f, "    \"update_s_per_param\": ");
+    fprintf(f, "    \"start_s\": ");
+    cdp_json_write_double(f, m->start_s);
+    fprintf(f, ",\n    \"update_s_per_param\": ");
     cdp_json_write_double(f, m->update_s_per_param);
     fprintf(f, "\n  },\n  \"network\": {\n    \"ranks_per_host\": %d,\n", m->net.ranks_per_host);
     link_json(f, "intra_host", &m->net.intra, ",");

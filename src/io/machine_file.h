@@ -35,6 +35,8 @@ typedef struct cdp_machine {
     double loss_s;           /* the loss, forward and backward, per call */
     double flops_per_s;      /* 0: none; else the fallback for other models */
     double update_s_per_param; /* the optimizer update, seconds per parameter */
+    double start_s;          /* the job's first segment beyond a later one: first calls,
+                              * first touches, MPI's connections (0: not measured) */
     cdp_network net;
 } cdp_machine;
 

@@ -61,7 +61,7 @@ static int by_time_desc(const void *a, const void *b)
  * 5 GB/s inside a host, 50 us and 1 Gbit/s between hosts) to be edited:
  * a training run does not measure its network. */
 static int write_machine(const char *path, const double *s, const double *n, const cdp_model *m,
-                         int B, const cdp_comm *c, char *err, size_t errlen)
+                         int B, double start_s, const cdp_comm *c, char *err, size_t errlen)
 {
     cdp_machine mach;
     memset(&mach, 0, sizeof mach);
@@ -70,6 +70,7 @@ static int write_machine(const char *path, const double *s, const double *n, con
     mach.input[1] = m->input.h;
     mach.input[2] = m->input.w;
     mach.batch = B;
+    mach.start_s = start_s;
     mach.nlayers = m->nlayers;
     mach.fwd_s = calloc((size_t)m->nlayers + 1, sizeof(double));
     mach.bwd_s = calloc((size_t)m->nlayers + 1, sizeof(double));
@@ -105,9 +106,29 @@ static int write_machine(const char *path, const double *s, const double *n, con
     return bad ? -1 : 0;
 }
 
-int cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_model *m,
-                           const cdp_figures *fig, FILE *text, FILE *json, const char *machine_out,
-                           int B, char *err, size_t errlen)
+int cdp_report_machine_rows(cdp_comm *c, const cdp_layer_times *t, const cdp_layer_times *first,
+                            double start_s, const cdp_model *m, const char *machine_out, int B,
+                            char *err, size_t errlen)
+{
+    const int two = 2 * t->rows;
+    double *sum = malloc(sizeof(double) * 2 * (size_t)two);
+    if (!sum) abort();
+    for (int i = 0; i < two; i++) {   /* the later segments' rows: the first one's warm-up left out */
+        sum[i] = t->s[i] - (first ? first->s[i] : 0.0);
+        sum[two + i] = t->n[i] - (first ? first->n[i] : 0.0);
+    }
+    if (c->rank == 0)
+        MPI_Reduce(MPI_IN_PLACE, sum, 2 * two, MPI_DOUBLE, MPI_SUM, 0, c->comm);
+    else
+        MPI_Reduce(sum, NULL, 2 * two, MPI_DOUBLE, MPI_SUM, 0, c->comm);
+    int bad = c->rank == 0 && write_machine(machine_out, sum, sum + two, m, B, first ? start_s : 0.0,
+                                            c, err, errlen);
+    free(sum);
+    return bad ? -1 : 0;
+}
+
+void cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_model *m,
+                            const cdp_figures *fig, FILE *text, FILE *json)
 {
     const int rows = t->rows, two = 2 * rows;
     double *sum = malloc(sizeof(double) * 2 * (size_t)two);
@@ -120,7 +141,7 @@ int cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_mode
         MPI_Reduce(sum, NULL, 2 * two, MPI_DOUBLE, MPI_SUM, 0, c->comm);
     if (c->rank != 0) {
         free(sum);
-        return 0;
+        return;
     }
     const double *s = sum, *n = sum + two;
     double total = 0;
@@ -189,8 +210,5 @@ int cdp_report_layer_times(cdp_comm *c, const cdp_layer_times *t, const cdp_mode
                      n + 2 * (m->nlayers + e));
         fflush(json);
     }
-    int bad = machine_out && machine_out[0] &&
-              write_machine(machine_out, s, n, m, B, c, err, errlen);
     free(sum);
-    return bad ? -1 : 0;
 }

@@ -58,11 +58,19 @@ struct cdp_layer_times;
 struct cdp_model;
 /* --layer-times, collective: every rank's rows added up on rank 0, which
  * prints a table on text and "layer_times" lines on json (either NULL). */
-/* machine_out (not empty): rank 0 also writes the rows as a machine file
- * for --plan --machine (io/machine_file.h), for micro-batch B.  Returns 0,
- * or on rank 0 -1 with err when that file cannot be written. */
-int cdp_report_layer_times(cdp_comm *c, const struct cdp_layer_times *t,
-                           const struct cdp_model *m, const cdp_figures *fig, FILE *text,
-                           FILE *json, const char *machine_out, int B, char *err, size_t errlen);
+void cdp_report_layer_times(cdp_comm *c, const struct cdp_layer_times *t,
+                            const struct cdp_model *m, const cdp_figures *fig, FILE *text,
+                            FILE *json);
+/* --layer-times-out FILE, collective: rank 0 writes the rows as a machine
+ * file for --plan --machine (io/machine_file.h), for micro-batch B.  With
+ * `first` (the rows as they stood after the job's first segment; NULL: no
+ * second segment of as many steps) its rows are those of the later
+ * segments only, and start_s (the first segment's time beyond the second's)
+ * goes in as compute.start_s (0 without `first`).  Returns 0, or on rank 0
+ * -1 with err when the file cannot be written. */
+int cdp_report_machine_rows(cdp_comm *c, const struct cdp_layer_times *t,
+                            const struct cdp_layer_times *first, double start_s,
+                            const struct cdp_model *m, const char *machine_out, int B,
+                            char *err, size_t errlen);
 
 #endif

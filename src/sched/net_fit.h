@@ -20,9 +20,10 @@
  * bandwidth is the inverse of the median slope of time over size between
  * every two sizes of at least CDP_NET_FIT_LARGE bytes (all sizes when
  * fewer than two are; the first CDP_NET_FIT_MAX_PAIRS pairs);
- * per_message_s is the gap (at most what the smallest message's time
- * leaves after its bytes), latency_s the rest of the smallest message's
- * time.  0, or -1 with one line in err (fewer than two sizes, times that
+ * the fixed cost of a message is the least that a size below
+ * CDP_NET_FIT_LARGE (or the smallest size) leaves after its bytes;
+ * per_message_s is the gap (at most that fixed cost), latency_s the
+ * rest.  0, or -1 with one line in err (fewer than two sizes, times that
  * do not grow with the size). */
 int cdp_net_fit(const double *bytes, const double *one_way_s, int n, double gap_s,
                 cdp_link_cost *out, char *err, size_t errlen);

@@ -104,10 +104,10 @@ int cdp_plan_predict_print(FILE *out, const cdp_sched_config *c, const cdp_model
     const cdp_network *n = &mach->net;
     fprintf(out, "\nprediction on the machine of %s: compute from %s%s; %d rank%s per host; "
             "links inside a host %.3g s + bytes / %.4g B/s, between hosts %.3g s + bytes / %.4g B/s; "
-            "%d step%s simulated (--plan-steps)\n", path, how,
+            "%d step%s simulated (--plan-steps) and the start cost %.3g s\n", path, how,
             uniform ? " (the whole model spread evenly over the stages)" : "", n->ranks_per_host,
             n->ranks_per_host == 1 ? "" : "s", n->intra.latency_s, n->intra.bandwidth_Bps,
-            n->inter.latency_s, n->inter.bandwidth_Bps, c->K, c->K == 1 ? "" : "s");
+            n->inter.latency_s, n->inter.bandwidth_Bps, c->K, c->K == 1 ? "" : "s", mach->start_s);
     cdp_prediction pr[2];
     cdp_sched_config cc[2] = { *c, *c };
     cc[1].rule = CDP_RULE_DP;
@@ -116,7 +116,7 @@ int cdp_plan_predict_print(FILE *out, const cdp_sched_config *c, const cdp_model
     for (int k = 0; k < runs && !bad; k++) {
         if (c->framework == CDP_FW_MODEL_PARALLEL)
             cc[k].P = cdp_schedule_ranks_needed(&cc[k]);
-        bad = cdp_predict(&cc[k], st, n, opt_buffers, &pr[k], err, errlen);
+        bad = cdp_predict(&cc[k], st, n, opt_buffers, mach->start_s, &pr[k], err, errlen);
         if (!bad) line(out, &cc[k], B, &pr[k], device_bytes);
     }
     free(st);

@@ -553,7 +553,7 @@ static void sim_free(sim *S, cdp_schedule *s)
 }
 
 int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_network *net,
-                int opt_buffers, cdp_prediction *p, char *err, size_t errlen)
+                int opt_buffers, double start_s, cdp_prediction *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     const double est = 6.0 * c->N * c->L * c->K + 4.0 * c->P * c->L * c->K;
@@ -637,6 +637,7 @@ int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_n
     }
     for (int h = 0; h < S.H; h++) p->link_busy_s = fmax(p->link_busy_s, S.egress_busy[h] / c->K);
     p->link_peak_bytes = S.link_peak;
+    p->segment_s += start_s;   /* paid once, by the job's first segment */
     p->step_s = p->segment_s / c->K;
     const int L2 = 2 * c->L;
     p->period_s = c->K >= 2 && S.tick0[L2 * (c->K - 1)] >= 0 && S.tick0[0] >= 0

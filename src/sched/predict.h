@@ -28,7 +28,7 @@ typedef struct cdp_stage_cost {
 
 typedef struct cdp_prediction {
     int ranks;
-    double segment_s;        /* the K steps of the schedule, fill and drain */
+    double segment_s;        /* the K steps of the schedule, fill and drain, and the start cost */
     double step_s;           /* segment_s / K: what cdp_run's step_time_s measures */
     double period_s;         /* rank 0's step period (K >= 2; else step_s) */
     double compute_s;        /* the busiest rank's compute, per step */
@@ -48,9 +48,11 @@ double cdp_allreduce_time(int S, int first, double n, const cdp_network *net, co
 double cdp_tree_time(int S, int first, double n, const cdp_network *net);
 
 /* Simulates the schedule of c (all ranks, K = c->K steps) with the costs
- * st[0..L) on net; opt_buffers: optimizer state floats per parameter.
+ * st[0..L) on net; opt_buffers: optimizer state floats per parameter;
+ * start_s: what the job's first segment costs beyond the simulated one
+ * (added to segment_s once: a job of one segment).
  * 0, or -1 with one line in err (too big, out of memory). */
 int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_network *net,
-                int opt_buffers, cdp_prediction *p, char *err, size_t errlen);
+                int opt_buffers, double start_s, cdp_prediction *p, char *err, size_t errlen);
 
 #endif

@@ -337,6 +337,22 @@ static int write_last_good(trainer *r)
  * (r->state_bad), was not finite (then it stops, with *bad_k0 the
  * segment's first step).  Returns the agreed signal, 0, or -1 when a
  * checkpoint could not be written (the error is reported). */
+/* --layer-times-out: the first segments' steps and times, and the rows as
+ * they stood after the first, so that the machine file can give the start
+ * cost (the first segment's time beyond the later ones') and rows without
+ * it (results.c) */
+static void note_segment(trainer *r, int K, double s)
+{
+    if (r->nseg >= (int)(sizeof r->seg_K / sizeof r->seg_K[0])) return;
+    r->seg_K[r->nseg] = K;
+    r->seg_s[r->nseg] = s;
+    if (r->nseg++ == 0) {
+        if (cdp_layer_times_init(&r->lt_first, &r->model)) abort();
+        memcpy(r->lt_first.s, r->lt.s, sizeof(double) * 2 * (size_t)r->lt.rows);
+        memcpy(r->lt_first.n, r->lt.n, sizeof(double) * 2 * (size_t)r->lt.rows);
+    }
+}
+
 static int train_epoch(trainer *r, int64_t k_end, int64_t chunk, double ep_stats[3], double *ep_time,
                        int64_t *ep_steps, int *bad, int64_t *bad_k0)
 {
@@ -371,6 +387,7 @@ static int train_epoch(trainer *r, int64_t k_end, int64_t chunk, double ep_stats
         cdp_comm_allreduce_watched(r->comm, &dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX,
                                    "the end of the segment", k1 - 1);
         cdp_figures_add_segment(&r->fig, r->comm, r->x, K, dtmax);
+        if (r->o.layer_times_out[0]) note_segment(r, K, dtmax);
         *ep_time += dtmax;
         *ep_steps += K;
         *bad_k0 = r->k;

@@ -83,6 +83,29 @@ static int verify(trainer *r)
     }
     return 0;
 }
+/* --layer-times-out's start cost: the first segment's time less the median
+ * of the later ones of as many steps (of the first 8 segments; the median:
+ * one later segment that a busy machine slowed does not move it), at least
+ * 0; *s 0 and 0 returned when there is no later segment of as many steps */
+static int start_cost(const trainer *r, double *s)
+{
+    double later[8];
+    int n = 0;
+    for (int k = 1; k < r->nseg; k++)
+        if (r->seg_K[k] == r->seg_K[0]) later[n++] = r->seg_s[k];
+    *s = 0;
+    if (n == 0) return 0;
+    for (int i = 1; i < n; i++)   /* insertion sort: a few values */
+        for (int j = i; j > 0 && later[j - 1] > later[j]; j--) {
+            double x = later[j];
+            later[j] = later[j - 1];
+            later[j - 1] = x;
+        }
+    const double med = n % 2 ? later[n / 2] : (later[n / 2 - 1] + later[n / 2]) / 2;
+    *s = fmax(0.0, r->seg_s[0] - med);
+    return n;
+}
+
 
 /* The final weights, the trace, the summary, --verify. */
 int train_results(trainer *r)
@@ -117,9 +140,14 @@ int train_results(trainer *r)
                    r->fig.steps ? r->fig.train_time_s / (double)r->fig.steps : 0.0);
     }
     if (o->layer_times) {
-        int bad = cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig,
-                                         o->quiet ? NULL : stdout, r->metrics, o->layer_times_out,
-                                         o->batch, r->err, sizeof r->err);
+        cdp_report_layer_times(r->comm, &r->lt, &r->model, &r->fig, o->quiet ? NULL : stdout,
+                               r->metrics);
+        double start_s;
+        const int later = start_cost(r, &start_s);
+        int bad = o->layer_times_out[0] &&
+                  cdp_report_machine_rows(r->comm, &r->lt, later ? &r->lt_first : NULL, start_s,
+                                          &r->model, o->layer_times_out, o->batch, r->err,
+                                          sizeof r->err);
         train_metrics_written(r);   /* rank 0's: the other ranks have none */
         r->model.times = NULL;   /* not the serial reference's layers */
         FAIL_IF(r->root && bad, r->err);

@@ -47,6 +47,7 @@ static void release(trainer *r)
     free(r->good[0]); free(r->good[1]); free(r->good[2]);
     if (r->have_model) cdp_model_free(&r->model);
     cdp_layer_times_free(&r->lt);
+    cdp_layer_times_free(&r->lt_first);
 }
 
 

@@ -78,6 +78,11 @@ typedef struct trainer {
     double log_stats[3], log_time;  /* --log-every: the window since the last line */
     int64_t log_steps;
     cdp_layer_times lt;           /* --layer-times */
+    /* --layer-times-out: the rows after the first segment, and the first
+     * segments' steps and times (the first one's extra is the start cost) */
+    cdp_layer_times lt_first;
+    int seg_K[8], nseg;
+    double seg_s[8];
     cdp_preflight pf;             /* every rank's numerics identity (rank 0) */
     char err[1024];
 } trainer;

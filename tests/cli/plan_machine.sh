@@ -16,6 +16,20 @@ echo "$out" | grep -q "compute from the measured layer times" \
     && echo "$out" | grep -q '^predict: rule=cdp-v2 framework=replicated ranks=1 step_s=[0-9]' \
     && echo "$out" | grep -q '^predict: rule=dp ' \
     && pass "--plan --machine: measured rows, cdp-v2 and dp lines" || fail "--plan --machine printed: $out"
+# the start cost: 0 from a run of one segment; from a run of three
+# segments (--log-every) a measured figure (a time: only its presence and
+# sign are checked); --plan --machine adds it once to the K steps' segment
+# (step_s up by start_s / K, whatever the schedule)
+grep -q '"start_s": 0,' "$m" && pass "one segment: start_s 0" || fail "one segment: $(grep start_s "$m")"
+out=$(run 1 --data synthetic --steps 6 --log-every 2 --metrics "$tmp/metrics.jsonl" --workers 2 --quiet \
+          --layer-times-out "$tmp/m3.json" 2>&1) || fail "three segments: $out"
+grep -Eq '"start_s": [0-9][0-9.e+-]*,' "$tmp/m3.json" && pass "three segments: $(grep -o '"start_s": [^,]*' "$tmp/m3.json")" \
+    || fail "three segments: $(grep start_s "$tmp/m3.json")"
+sed 's/"start_s": [^,]*,/"start_s": 1,/' "$m" > "$tmp/start1.json"
+s0=$("$CDP" --plan --workers 2 --plan-steps 4 --data synthetic --machine "$m" | sed -n 's/^predict: rule=dp .* step_s=\([^ ]*\) .*/\1/p')
+s1=$("$CDP" --plan --workers 2 --plan-steps 4 --data synthetic --machine "$tmp/start1.json" | sed -n 's/^predict: rule=dp .* step_s=\([^ ]*\) .*/\1/p')
+awk -v a="$s0" -v b="$s1" 'BEGIN { d = b - a - 0.25; exit !(a > 0 && d < 1e-5 && d > -1e-5) }' \
+    && pass "start_s 1 on 4 steps: step_s $s0 -> $s1 (+0.25)" || fail "start_s 1: step_s $s0 -> $s1"
 # the same file for another batch: the rows do not apply, the FLOP rate does
 out=$("$CDP" --plan --workers 2 --batch 64 --data synthetic --machine "$m" 2>&1)
 echo "$out" | grep -q "compute from flops_per_s" && pass "another batch: flops_per_s used" \

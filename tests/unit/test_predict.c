@@ -23,7 +23,7 @@ static cdp_prediction run(int N, int L, int P, cdp_rule rule, int K, const cdp_s
     cdp_sched_config c = { N, L, P, rule, CDP_FW_REPLICATED, 0, K };
     cdp_prediction p;
     char err[256];
-    ck_assert_msg(cdp_predict(&c, st, net, 1, &p, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(cdp_predict(&c, st, net, 1, 0, &p, err, sizeof err) == 0, "%s", err);
     return p;
 }
 
@@ -41,6 +41,26 @@ START_TEST(one_worker_one_stage)
         /* dp on one rank: parameters, momentum, one gradient block */
         if (rule == CDP_RULE_DP) ck_assert_double_eq(p.state_bytes, 3 * 4e6);
     }
+}
+END_TEST
+
+/* the start cost: paid once, by the job's first segment.  One worker, one
+ * stage, 2 steps of 1 + 2 + 0.5 s: segment 7 s, with a start of 1 s 8 s,
+ * a step 4 s (not 3.5 + 1: it is not a cost per step); the period, rank
+ * 0's time from its first step's first tick to its second's (3 s: the
+ * update runs in the second step's first tick), does not include it */
+START_TEST(start_cost_by_hand)
+{
+    cdp_stage_cost st = { 1.0, 2.0, 0.5, 4e6, 100, 0, 0 };
+    cdp_network n = net1(0);
+    cdp_sched_config c = { 1, 1, 1, CDP_RULE_DP, CDP_FW_REPLICATED, 0, 2 };
+    cdp_prediction p;
+    char err[256];
+    ck_assert_int_eq(cdp_predict(&c, &st, &n, 1, 1.0, &p, err, sizeof err), 0);
+    ck_assert_double_eq_tol(p.segment_s, 8.0, 1e-12);
+    ck_assert_double_eq_tol(p.step_s, 4.0, 1e-12);
+    ck_assert_double_eq_tol(p.period_s, 3.0, 1e-12);
+    ck_assert_double_eq_tol(p.compute_s, 3.5, 1e-12);
 }
 END_TEST
 
@@ -165,8 +185,9 @@ END_TEST
 /* cdp_netmeasure's fit: times made from a = 1e-5 s, o = 2e-6 s and
  * b = 1e8 B/s (t = a + o + bytes/b) give them back; the bandwidth comes
  * from the sizes of 64 KiB and more only (the 1 KiB time, off the line,
- * does not move it); a gap longer than the small message's time is cut to
- * it (latency 0); too few sizes, or times that do not grow, are refused */
+ * does not move it); the fixed cost is the least the small sizes leave;
+ * a gap longer than the small message's time is cut to it (latency 0);
+ * too few sizes, or times that do not grow, are refused */
 START_TEST(net_fit_by_hand)
 {
     const double a = 1e-5, o = 2e-6, b = 1e8;
@@ -182,6 +203,12 @@ START_TEST(net_fit_by_hand)
     ck_assert_int_eq(cdp_net_fit(bytes, t, 4, 1.0, &l, err, sizeof err), 0);
     ck_assert_double_eq_tol(l.per_message_s, a + o, 1e-15);
     ck_assert_double_eq(l.latency_s, 0);
+    /* the 8-byte time caught by a load spike (50 times its own): the fixed
+     * cost comes from the 1 KiB time, 3(a + o + 1024/b) - 1024/b */
+    double spike[4] = { 50 * t[0], t[1], t[2], t[3] };
+    ck_assert_int_eq(cdp_net_fit(bytes, spike, 4, o, &l, err, sizeof err), 0);
+    ck_assert_double_eq_tol((l.per_message_s + l.latency_s), (3 * (a + o) + 2 * 1024 / b), 1e-15);
+    ck_assert_double_eq_tol(l.per_message_s, o, 1e-15);
     ck_assert_int_eq(cdp_net_fit(bytes, t, 1, o, &l, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "two message sizes"));
     double flat[4] = { 1e-3, 1e-3, 1e-3, 1e-3 };
@@ -245,7 +272,8 @@ START_TEST(machine_file_round_trip)
     ck_assert_int_eq(cdp_machine_read(machine_text(
         "{\"format\": \"cdp-machine-1\", \"compute\": {\"model\": \"mlp:4-2\", \"input\": [1, 1, 4], "
         "\"batch\": 8, \"loss_s\": 0.5, \"layers\": [{\"index\": 1, \"fwd_s\": 0.25, \"bwd_s\": 0.75}], "
-        "\"update_s_per_param\": 1e-9}, " NET "}"), &m, err, sizeof err), 0);
+        "\"update_s_per_param\": 1e-9, \"start_s\": 0.125}, " NET "}"), &m, err, sizeof err), 0);
+    ck_assert_double_eq(m.start_s, 0.125);
     ck_assert_int_eq(m.nlayers, 2);
     ck_assert_double_eq(m.fwd_s[1], 0.25);
     ck_assert_double_eq(m.bwd_s[0], 0);
@@ -258,6 +286,7 @@ START_TEST(machine_file_round_trip)
     ck_assert_int_eq(cdp_machine_read(path, &back, err, sizeof err), 0);
     ck_assert_double_eq(back.bwd_s[1], 0.75);
     ck_assert_double_eq(back.loss_s, 0.5);
+    ck_assert_double_eq(back.start_s, 0.125);
     ck_assert_str_eq(back.model, "mlp:4-2");
     cdp_machine_free(&m);
     cdp_machine_free(&back);
@@ -279,6 +308,8 @@ START_TEST(bad_machine_files)
           "\"update_s_per_param\": 0, \"flop_per_s\": 1}, " NET "}", "unknown key \"flop_per_s\"" },
         { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": -1, "
           "\"update_s_per_param\": 0}, " NET "}", "compute.flops_per_s: -1 is out of range" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0, \"start_s\": -0.5}, " NET "}", "compute.start_s: -0.5 is out of range" },
         { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
           "\"update_s_per_param\": 0}, \"network\": {\"ranks_per_host\": 1, \"intra_host\": "
           "{\"latency_s\": 0, \"bandwidth_Bps\": 0}, \"inter_host\": {\"latency_s\": 0, "
@@ -310,6 +341,7 @@ int main(void)
     TCase *tc = tcase_create("predict");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, one_worker_one_stage);
+    tcase_add_test(tc, start_cost_by_hand);
     tcase_add_test(tc, allreduce_by_hand);
     tcase_add_test(tc, dp_two_ranks);
     tcase_add_test(tc, overlap_by_hand);
