@@ -512,13 +512,14 @@ static void *operand_data(const operand *op, int is_input, const void *user, flo
     return copy;
 }
 
-/* runs conv_prim cp: in0, in1 (user buffers or ready copies when shared),
- * out to the user's buffer; buf: the slot's scratch space for the copies */
-static void run_prim(const conv_prim *cp, const void *in0, const void *in1, int in1_ready,
+/* runs conv_prim cp: in0, in1 (user buffers, or copies already in the
+ * primitive's layout: bit k of ready for in[k]), out to the user's buffer;
+ * buf: the slot's scratch space for the copies */
+static void run_prim(const conv_prim *cp, const void *in0, const void *in1, int ready,
                      void *out, float *buf, float *sc, dnnl_stream_t st)
 {
-    void *d0 = operand_data(&cp->in[0], 1, in0, &buf, sc, st);
-    void *d1 = in1_ready ? (void *)in1 : operand_data(&cp->in[1], 1, in1, &buf, sc, st);
+    void *d0 = ready & 1 ? (void *)in0 : operand_data(&cp->in[0], 1, in0, &buf, sc, st);
+    void *d1 = ready & 2 ? (void *)in1 : operand_data(&cp->in[1], 1, in1, &buf, sc, st);
     void *dout = operand_data(&cp->out, 0, out, &buf, sc, st);
     dnnl_memory_t m0 = mem(&cp->in[0].md, d0), m1 = mem(&cp->in[1].md, d1);
     dnnl_memory_t mo = mem(&cp->out.md, dout), ms = mem(&cp->scratch_md, sc);
@@ -575,7 +576,7 @@ static void conv_fwd(const cdp_conv_shape *s, const float *x, const float *w, co
         float *buf = slots + (size_t)sl * p.slot, *sc = buf + p.slot - e->scratch;
         float *ys = y + (size_t)b0 * s->Cout * P;
         int g = guard_enter();
-        run_prim(&e->p[FWD], x + (size_t)b0 * xs, wf, 1, ys, buf + p.part, sc, streams[sl]);
+        run_prim(&e->p[FWD], x + (size_t)b0 * xs, wf, 2, ys, buf + p.part, sc, streams[sl]);
         guard_leave(g);
         if (b)
             for (int i = 0; i < (b1 - b0) * s->Cout; i++)
@@ -607,9 +608,18 @@ static void conv_bwd(const cdp_conv_shape *s, const float *x, const float *w, co
         run_prim(bw, x + (size_t)b0 * xs, dy + (size_t)b0 * ys, 0, part, part + p.part, sc,
                  streams[sl]);
         if (dx) {
+            const conv_prim *bd = &e->p[BWD_DATA];
             float *buf = part + p.part + bw->in[0].floats + bw->in[1].floats + bw->out.floats;
-            run_prim(&e->p[BWD_DATA], dy + (size_t)b0 * ys, wd, 1, dx + (size_t)b0 * xs, buf,
-                     sc, streams[sl]);
+            /* dy in the layout backward-weights reordered it to, when
+             * backward-data wants the same: that copy, not a second one */
+            const void *dys = dy + (size_t)b0 * ys;
+            int ready = 2;
+            if (bw->in[1].reorder && bd->in[0].reorder
+                && dnnl_memory_desc_equal(&bw->in[1].md, &bd->in[0].md)) {
+                dys = part + p.part + bw->in[0].floats;
+                ready |= 1;
+            }
+            run_prim(bd, dys, wd, ready, dx + (size_t)b0 * xs, buf, sc, streams[sl]);
         }
         guard_leave(g);
     }
