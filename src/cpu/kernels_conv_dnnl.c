@@ -24,7 +24,10 @@
  * only thread 0's share (half of dw) or waits for a partner that never
  * comes.  Every primitive and primitive descriptor is therefore created
  * with the OpenMP thread count forced to 1 (guard_enter/guard_leave), and
- * executed under the same guard inside the slot loop.
+ * executed under the same guard inside the slot loop.  The one exception is
+ * the weights' reorder into the copy the slots share: it runs before the
+ * slot loop, alone, on all the threads (operand.reorder_mt; a reorder is
+ * an exact copy, whatever its threads).
  *
  * Memory.  The primitives choose their layouts (format_any); plain NCHW /
  * OIHW user tensors are reordered in and out (exact copies) unless the
@@ -112,6 +115,10 @@ static int nstreams;
 typedef struct {
     dnnl_memory_desc_t md, user;
     dnnl_primitive_t reorder;
+    /* the weights' reorder into the copy the slots share, made before the
+     * slot loop: created for the process's threads (a reorder is a copy,
+     * the same bits on any number); NULL for the other operands */
+    dnnl_primitive_t reorder_mt;
     size_t floats;   /* the reordered copy in ws; 0 without reorder */
     int arg;         /* DNNL_ARG_* of the convolution */
 } operand;
@@ -269,6 +276,8 @@ static void operand_free(operand *op)
 {
     if (op->reorder)
         dnnl_primitive_destroy(op->reorder);
+    if (op->reorder_mt)
+        dnnl_primitive_destroy(op->reorder_mt);
 }
 
 static void entry_free(entry *e)
@@ -321,6 +330,18 @@ static void streams_ensure(int S)
         OK(dnnl_stream_create(&streams[nstreams], engine, dnnl_stream_default_flags));
 }
 
+/* op->reorder_mt, outside the thread guard (library scratchpad: it runs
+ * alone, outside the slot loop) */
+static void weights_reorder_mt(operand *op)
+{
+    if (!op->reorder)
+        return;
+    dnnl_primitive_desc_t rpd;
+    OK(dnnl_reorder_primitive_desc_create(&rpd, &op->user, engine, &op->md, engine, NULL));
+    OK(dnnl_primitive_create(&op->reorder_mt, rpd));
+    OK(dnnl_primitive_desc_destroy(rpd));
+}
+
 static int shape_eq(const cdp_conv_shape *a, const cdp_conv_shape *b)
 {
     return a->B == b->B && a->Cin == b->Cin && a->H == b->H && a->W == b->W
@@ -347,6 +368,8 @@ static const entry *entry_get(const cdp_conv_shape *s, int nb, int bf16, const e
     int nt = guard_enter();
     entry_build(e, &k, bf16);
     guard_leave(nt);
+    weights_reorder_mt(&e->p[FWD].in[1]);
+    weights_reorder_mt(&e->p[BWD_DATA].in[1]);
     return e;
 }
 
@@ -536,13 +559,16 @@ static void run_prim(const conv_prim *cp, const void *in0, const void *in1, int 
 
 /* the weights in the layout of cp (into shared when it needs a reorder),
  * before the slot loop: every slot reads the same copy */
-static const float *weights_for(const conv_prim *cp, const float *w, float *shared, float *sc)
+static const float *weights_for(const conv_prim *cp, const float *w, float *shared)
 {
-    if (!cp->in[1].reorder)
+    const operand *op = &cp->in[1];
+    if (!op->reorder)
         return w;
-    int nt = guard_enter();
-    reorder(&cp->in[1], 1, w, shared, sc, streams[0]);
-    guard_leave(nt);
+    dnnl_memory_t from = mem(&op->user, w), to = mem(&op->md, shared);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    exec(op->reorder_mt, streams[0], 2, args);
+    dnnl_memory_destroy(from);
+    dnnl_memory_destroy(to);
     return shared;
 }
 
@@ -565,8 +591,7 @@ static void conv_fwd(const cdp_conv_shape *s, const float *x, const float *w, co
     const plan p = plan_make(s, bf16);
     streams_ensure(p.S);
     float *slots = ws + p.wf + p.wd;
-    /* slot 0's scratchpad serves the weights' reorder: no slot runs yet */
-    const float *wf = weights_for(&p.e[0]->p[FWD], w, ws, slots + p.slot - p.e[0]->scratch);
+    const float *wf = weights_for(&p.e[0]->p[FWD], w, ws);
     const size_t xs = (size_t)s->Cin * s->H * s->W, P = (size_t)s->OH * s->OW;
     const int nt = dnnl_threads(s, &p);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
@@ -591,9 +616,7 @@ static void conv_bwd(const cdp_conv_shape *s, const float *x, const float *w, co
     const plan p = plan_make(s, bf16);
     streams_ensure(p.S);
     float *slots = ws + p.wf + p.wd;
-    const float *wd = dx ? weights_for(&p.e[0]->p[BWD_DATA], w, ws + p.wf,
-                                       slots + p.slot - p.e[0]->scratch)
-                         : NULL;
+    const float *wd = dx ? weights_for(&p.e[0]->p[BWD_DATA], w, ws + p.wf) : NULL;
     const size_t xs = (size_t)s->Cin * s->H * s->W, ys = (size_t)s->Cout * s->OH * s->OW;
     const int nt = dnnl_threads(s, &p);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
