@@ -1,7 +1,8 @@
 """One PyTorch training step as the benchmarks time it, on the CPU
-(torch_resnet.py) and the GPU (gpu/torch_gpu.py): with micro > 1, gradient
-accumulation over micro equal slices of the batch, each loss divided by
-micro, then one optimizer step."""
+(torch_resnet.py, torch_autocast.py) and the GPU (gpu/torch_gpu.py): with
+micro > 1, gradient accumulation over micro equal slices of the batch, each
+loss divided by micro, then one optimizer step; and the options the CPU
+round-robin scripts share."""
 import torch.nn.functional as F
 
 
@@ -15,3 +16,27 @@ def train_step(model, opt, x, y, micro):
             sl = slice(i * mb, (i + 1) * mb)
             (F.cross_entropy(model(x[sl]), y[sl]) / micro).backward()
     opt.step()
+
+
+def add_round_robin_args(ap, steps, reps):
+    """The options of the round-robin PyTorch benchmarks (torch_resnet.py,
+    torch_autocast.py) after their own: rounds, steps, SGD, seed."""
+    ap.add_argument("--steps", type=int, default=steps, help="timed steps per round")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before each round")
+    ap.add_argument("--reps", type=int, default=reps, help="rounds over all configurations")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=5e-4)
+    ap.add_argument("--seed", type=int, default=1)
+
+
+def parse_round_robin_args(ap, prog):
+    """ap's arguments, with --shape CxHxW as a list of 3 ints"""
+    a = ap.parse_args()
+    try:
+        shape = [int(v) for v in a.shape.lower().split("x")]
+        assert len(shape) == 3
+    except (ValueError, AssertionError):
+        raise SystemExit(f"{prog}: bad --shape {a.shape} (CxHxW)")
+    a.shape = shape
+    return a

@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
 from openblas_ctl import corename, set_blas_threads  # noqa: E402
-from torch_step import train_step  # noqa: E402
+from torch_step import add_round_robin_args, parse_round_robin_args, train_step  # noqa: E402
 
 
 def parse_config(text):
@@ -91,19 +91,8 @@ def main():
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--batch", type=int, default=128, help="samples per step")
     ap.add_argument("--configs", default="b:t1:b1:on b:t2:b1:on")
-    ap.add_argument("--steps", type=int, default=10, help="timed steps per round")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before each round")
-    ap.add_argument("--reps", type=int, default=1, help="rounds over all configurations")
-    ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=5e-4)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
-    try:
-        a.shape = [int(v) for v in a.shape.lower().split("x")]
-        assert len(a.shape) == 3
-    except (ValueError, AssertionError):
-        raise SystemExit(f"torch_resnet.py: bad --shape {a.shape} (CxHxW)")
+    add_round_robin_args(ap, steps=10, reps=1)
+    a = parse_round_robin_args(ap, "torch_resnet.py")
     configs = [parse_config(c) for c in a.configs.replace(",", " ").split()]
     trainers = [Trainer(a, c) for c in configs]
     res = {c["name"]: [] for c in configs}

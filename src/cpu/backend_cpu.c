@@ -121,17 +121,19 @@ static void dnnl_level_from_env(const char *name, int max, int *level)
 #endif
 }
 
-/* the convolution paths in use, for the banner */
+/* the convolution paths in use, for the banner; then those of
+ * --precision bf16 (conv_bf16.c) */
 static const char *conv_paths(void)
 {
-    static char s[96];
+    static char s[160];
     const char *dnnl = cdp_cpu_conv_dnnl > 0 ? cdp_cpu_dnnl_version() : NULL;
     const char *direct = cdp_cpu_conv_direct > 0 ? "direct 3x3, " : "";
     if (dnnl)
-        snprintf(s, sizeof s, "%s (%s), %sim2col", dnnl,
-                 cdp_cpu_conv_dnnl >= 2 ? "every shape" : "3x3, >=16 ch", direct);
+        snprintf(s, sizeof s, "%s (%s), %sim2col (bf16: %s)", dnnl,
+                 cdp_cpu_conv_dnnl >= 2 ? "every shape" : "3x3, >=16 ch", direct,
+                 cdp_cpu_conv_bf16_library());
     else
-        snprintf(s, sizeof s, "%sim2col", direct);
+        snprintf(s, sizeof s, "%sim2col (bf16: %s)", direct, cdp_cpu_conv_bf16_library());
     return s;
 }
 

@@ -7,6 +7,7 @@
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
+ * conv_bf16.c     the convolutions of --precision bf16 (oneDNN bf16)
  * kernels_norm.c  batchnorm (train, eval, backward, running statistics)
  * kernels_pool.c  max and global average pooling, add3
  * kernels_tokens.c transformer kernels (batched GEMM, softmax, LayerNorm,
@@ -153,6 +154,24 @@ void cdp_cpu_conv2d_dnnl_fwd(const struct cdp_conv_shape *s, const float *x, con
                              const float *b, float *y, float *ws);
 void cdp_cpu_conv2d_dnnl_bwd(const struct cdp_conv_shape *s, const float *x, const float *w,
                              const float *dy, float *dx, float *dw, int accumulate, float *ws);
+/* The same under --precision bf16 (conv_bf16.c): the products' operands
+ * x, w, dy (bfloat16 values in floats) packed to bfloat16 for oneDNN's
+ * bf16 primitives, float32 results.  cdp_cpu_dnnl_has_bf16: 1 when
+ * oneDNN's ISA here has the AVX512_BF16 instructions. */
+int cdp_cpu_dnnl_has_bf16(void);
+size_t cdp_cpu_conv_dnnl_bf16_ws_floats(const struct cdp_conv_shape *s);
+void cdp_cpu_conv2d_dnnl_fwd_bf16(const struct cdp_conv_shape *s, const float *x,
+                                  const float *w, const float *b, float *y, float *ws);
+void cdp_cpu_conv2d_dnnl_bwd_bf16(const struct cdp_conv_shape *s, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw,
+                                  int accumulate, float *ws);
+/* db (= or += with accumulate) of a convolution (kernels_conv.c): per
+ * channel the sum of dy in double, b = 0..B-1 then p = 0..P-1 */
+void cdp_cpu_conv_db(const struct cdp_conv_shape *s, size_t P, const float *dy, float *db,
+                     int accumulate);
+/* what runs the convolutions of --precision bf16 (conv_bf16.c), for the
+ * banner: "oneDNN bf16 avx512_core_bf16", or "the float32 kernels" */
+const char *cdp_cpu_conv_bf16_library(void);
 
 /* 0: BatchNorm's sums without the AVX-512 path (kernels_norm.c) */
 extern int cdp_cpu_bn_simd;

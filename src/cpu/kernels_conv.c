@@ -24,7 +24,7 @@
  * unpadded convolution of one sample needs no im2col (col is x_b itself).
  * 3x3 stride-1 layers mostly skip all this: cdp_cpu_conv2d_fwd/bwd hand
  * the shapes cdp_cpu_conv_direct_use() picks (measured) to the direct
- * convolution of kernels_conv_direct.c (db stays here, conv_db), and, in a
+ * convolution of kernels_conv_direct.c (db stays here, cdp_cpu_conv_db), and, in a
  * build with oneDNN, first the shapes cdp_cpu_conv_dnnl_use() picks to
  * kernels_conv_dnnl.c (3x3 with >= 16 channels by default).  Grouped and
  * depthwise convolutions (groups > 1) all go to kernels_conv_grouped.c.
@@ -308,7 +308,8 @@ void cdp_cpu_conv2d_fwd(const cdp_conv_shape *s, const float *x, const float *w,
 
 /* db[co] (= or +=) the sum of dy over the samples and pixels of channel co,
  * in double, b = 0..B-1 then p = 0..P-1 */
-static void conv_db(const cdp_conv_shape *s, size_t P, const float *dy, float *db, int accumulate)
+void cdp_cpu_conv_db(const cdp_conv_shape *s, size_t P, const float *dy, float *db,
+                     int accumulate)
 {
     const int Cout = s->Cout;
 #pragma omp parallel for CDP_CPU_PAR((size_t)s->B * (size_t)Cout * P)
@@ -348,7 +349,7 @@ void cdp_cpu_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w,
     }
     const size_t P = (size_t)p.P;
     if (db)
-        conv_db(s, P, dy, db, accumulate);
+        cdp_cpu_conv_db(s, P, dy, db, accumulate);
     if (cdp_conv_groups(s) > 1) {   /* dw, dx: kernels_conv_grouped.c */
         cdp_cpu_conv2d_grouped_bwd(s, x, w, dy, dx, dw, accumulate);
         return;

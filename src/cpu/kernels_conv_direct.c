@@ -40,7 +40,7 @@
  *     l[j] += l[j+2], l[0] + l[1]; the slot's partial is that chunk sum, and
  *     then partial + chunk sum for its later chunks in order.  The S slot
  *     partials are added in slot order, then (accumulate) added to dw.
- *   - db: unchanged, kernels_conv.c's conv_db.
+ *   - db: unchanged, kernels_conv.c's cdp_cpu_conv_db.
  * All work assignment depends on the shape and cdp_cpu_gemm_split only; the
  * OpenMP threads share the slots out.  No FP contraction (-std=c11; clang
  * pragma below); no allocation: scratch comes from ws

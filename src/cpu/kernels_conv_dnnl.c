@@ -24,7 +24,10 @@
  * only thread 0's share (half of dw) or waits for a partner that never
  * comes.  Every primitive and primitive descriptor is therefore created
  * with the OpenMP thread count forced to 1 (guard_enter/guard_leave), and
- * executed under the same guard inside the slot loop.
+ * executed under the same guard inside the slot loop.  The one exception is
+ * the weights' reorder into the copy the slots share: it runs before the
+ * slot loop, alone, on all the threads (operand.reorder_mt; a reorder is
+ * an exact copy, whatever its threads).
  *
  * Memory.  The primitives choose their layouts (format_any); plain NCHW /
  * OIHW user tensors are reordered in and out (exact copies) unless the
@@ -40,7 +43,14 @@
  * is what the table and the streams rely on.
  *
  * Bias: added after the convolution by the loop of this file (oneDNN's
- * bias would be another summation order); db stays with kernels_conv.c. */
+ * bias would be another summation order); db stays with kernels_conv.c.
+ *
+ * bfloat16 (--precision bf16, conv_bf16.c): the same primitives with the
+ * operands of the products (src, weights, diff_dst) in bfloat16 and their
+ * results (dst, diff_src, the dw partials) in float32; the user's tensors
+ * stay plain float32 holding bfloat16 values, so the reorders in also
+ * pack them (exactly), and everything above (slots, guard, sums) holds
+ * unchanged.  The two kinds are cached side by side (entry.bf16). */
 #include "config.h"
 
 #include <omp.h>
@@ -105,6 +115,10 @@ static int nstreams;
 typedef struct {
     dnnl_memory_desc_t md, user;
     dnnl_primitive_t reorder;
+    /* the weights' reorder into the copy the slots share, made before the
+     * slot loop: created for the process's threads (a reorder is a copy,
+     * the same bits on any number); NULL for the other operands */
+    dnnl_primitive_t reorder_mt;
     size_t floats;   /* the reordered copy in ws; 0 without reorder */
     int arg;         /* DNNL_ARG_* of the convolution */
 } operand;
@@ -121,6 +135,7 @@ enum { FWD, BWD_DATA, BWD_W, NPRIM };
 
 typedef struct {
     cdp_conv_shape s;   /* B: the samples of one slot */
+    int bf16;           /* the bfloat16 primitives (conv_bf16.c), else float32 */
     int valid;
     conv_prim p[NPRIM];
     size_t scratch;     /* the most any primitive or reorder needs */
@@ -130,12 +145,18 @@ typedef struct {
 static entry table[NENTRY];
 static int next_victim;
 
-static dnnl_memory_desc_t plain_md(int d0, int d1, int d2, int d3, dnnl_format_tag_t tag)
+static dnnl_memory_desc_t typed_md(int d0, int d1, int d2, int d3, dnnl_format_tag_t tag,
+                                   dnnl_data_type_t dt)
 {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = {d0, d1, d2, d3};
-    OK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+    OK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dt, tag));
     return md;
+}
+
+static dnnl_memory_desc_t plain_md(int d0, int d1, int d2, int d3, dnnl_format_tag_t tag)
+{
+    return typed_md(d0, d1, d2, d3, tag, dnnl_f32);
 }
 
 static dnnl_primitive_attr_t user_scratchpad_attr(void)
@@ -183,17 +204,27 @@ static void prim_make(conv_prim *cp, const_dnnl_primitive_desc_t pd)
 }
 
 /* the three primitives of shape s (s->B: one slot's samples); under the
- * thread guard */
-static void entry_build(entry *e, const cdp_conv_shape *s)
+ * thread guard.  bf16: the operands the products read (src, weights,
+ * diff_dst) in bfloat16, what they write (dst, diff_src, diff_weights) in
+ * float32; the user's tensors stay plain float32 either way, so the
+ * reorders in convert too (exactly: the caller's values are bfloat16's) */
+static void entry_build(entry *e, const cdp_conv_shape *s, int bf16)
 {
     memset(e, 0, sizeof *e);
     e->s = *s;
+    e->bf16 = bf16;
+    const dnnl_data_type_t lo = bf16 ? dnnl_bf16 : dnnl_f32;
+    const dnnl_format_tag_t any = dnnl_format_tag_any;
     const dnnl_memory_desc_t ux = plain_md(s->B, s->Cin, s->H, s->W, dnnl_nchw);
     const dnnl_memory_desc_t uy = plain_md(s->B, s->Cout, s->OH, s->OW, dnnl_nchw);
     const dnnl_memory_desc_t uw = plain_md(s->Cout, s->Cin, s->KH, s->KW, dnnl_oihw);
-    const dnnl_memory_desc_t ax = plain_md(s->B, s->Cin, s->H, s->W, dnnl_format_tag_any);
-    const dnnl_memory_desc_t ay = plain_md(s->B, s->Cout, s->OH, s->OW, dnnl_format_tag_any);
-    const dnnl_memory_desc_t aw = plain_md(s->Cout, s->Cin, s->KH, s->KW, dnnl_format_tag_any);
+    /* read by the products (lo), written (f32) */
+    const dnnl_memory_desc_t ax = typed_md(s->B, s->Cin, s->H, s->W, any, lo);
+    const dnnl_memory_desc_t ay = typed_md(s->B, s->Cout, s->OH, s->OW, any, lo);
+    const dnnl_memory_desc_t aw = typed_md(s->Cout, s->Cin, s->KH, s->KW, any, lo);
+    const dnnl_memory_desc_t fx = plain_md(s->B, s->Cin, s->H, s->W, any);
+    const dnnl_memory_desc_t fy = plain_md(s->B, s->Cout, s->OH, s->OW, any);
+    const dnnl_memory_desc_t fw = plain_md(s->Cout, s->Cin, s->KH, s->KW, any);
     /* right padding: what makes oneDNN's output size the shape's (may be
      * negative for a stride that skips the last rows; oneDNN allows > -stride) */
     dnnl_dims_t strides = {s->stride, s->stride}, pl = {s->pad, s->pad};
@@ -205,7 +236,7 @@ static void entry_build(entry *e, const cdp_conv_shape *s)
     size_t *sc = &e->scratch;
 
     OK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct,
-                                          &ax, &aw, NULL, &ay, strides, pl, pr));
+                                          &ax, &aw, NULL, &fy, strides, pl, pr));
     OK(dnnl_primitive_desc_create(&fpd, &cd, attr, engine, NULL));
     conv_prim *f = &e->p[FWD];
     operand_make(&f->in[0], fpd, dnnl_query_src_md, &ux, DNNL_ARG_SRC, 1, sc);
@@ -213,7 +244,7 @@ static void entry_build(entry *e, const cdp_conv_shape *s)
     operand_make(&f->out, fpd, dnnl_query_dst_md, &uy, DNNL_ARG_DST, 0, sc);
     prim_make(f, fpd);
 
-    OK(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &ax, &aw, &ay,
+    OK(dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &fx, &aw, &ay,
                                                 strides, pl, pr));
     OK(dnnl_primitive_desc_create(&dpd, &cd, attr, engine, fpd));
     conv_prim *d = &e->p[BWD_DATA];
@@ -222,7 +253,7 @@ static void entry_build(entry *e, const cdp_conv_shape *s)
     operand_make(&d->out, dpd, dnnl_query_diff_src_md, &ux, DNNL_ARG_DIFF_SRC, 0, sc);
     prim_make(d, dpd);
 
-    OK(dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &ax, &aw,
+    OK(dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &ax, &fw,
                                                    NULL, &ay, strides, pl, pr));
     OK(dnnl_primitive_desc_create(&wpd, &cd, attr, engine, fpd));
     conv_prim *w = &e->p[BWD_W];
@@ -245,6 +276,8 @@ static void operand_free(operand *op)
 {
     if (op->reorder)
         dnnl_primitive_destroy(op->reorder);
+    if (op->reorder_mt)
+        dnnl_primitive_destroy(op->reorder_mt);
 }
 
 static void entry_free(entry *e)
@@ -297,6 +330,18 @@ static void streams_ensure(int S)
         OK(dnnl_stream_create(&streams[nstreams], engine, dnnl_stream_default_flags));
 }
 
+/* op->reorder_mt, outside the thread guard (library scratchpad: it runs
+ * alone, outside the slot loop) */
+static void weights_reorder_mt(operand *op)
+{
+    if (!op->reorder)
+        return;
+    dnnl_primitive_desc_t rpd;
+    OK(dnnl_reorder_primitive_desc_create(&rpd, &op->user, engine, &op->md, engine, NULL));
+    OK(dnnl_primitive_create(&op->reorder_mt, rpd));
+    OK(dnnl_primitive_desc_destroy(rpd));
+}
+
 static int shape_eq(const cdp_conv_shape *a, const cdp_conv_shape *b)
 {
     return a->B == b->B && a->Cin == b->Cin && a->H == b->H && a->W == b->W
@@ -307,12 +352,12 @@ static int shape_eq(const cdp_conv_shape *a, const cdp_conv_shape *b)
 /* the cached entry of s with nb samples, built on a miss by round-robin
  * eviction that spares keep (a call looks up two entries, for its two slot
  * sizes: the second lookup must not rebuild the first one's) */
-static const entry *entry_get(const cdp_conv_shape *s, int nb, const entry *keep)
+static const entry *entry_get(const cdp_conv_shape *s, int nb, int bf16, const entry *keep)
 {
     cdp_conv_shape k = *s;
     k.B = nb;
     for (int i = 0; i < NENTRY; i++)
-        if (table[i].valid && shape_eq(&table[i].s, &k))
+        if (table[i].valid && table[i].bf16 == bf16 && shape_eq(&table[i].s, &k))
             return &table[i];
     engine_init();
     if (&table[next_victim] == keep)
@@ -321,8 +366,10 @@ static const entry *entry_get(const cdp_conv_shape *s, int nb, const entry *keep
     next_victim = (next_victim + 1) % NENTRY;
     entry_free(e);
     int nt = guard_enter();
-    entry_build(e, &k);
+    entry_build(e, &k, bf16);
     guard_leave(nt);
+    weights_reorder_mt(&e->p[FWD].in[1]);
+    weights_reorder_mt(&e->p[BWD_DATA].in[1]);
     return e;
 }
 
@@ -349,14 +396,14 @@ static size_t bwd_floats(const entry *e)
     return w->in[0].floats + w->in[1].floats + w->out.floats + d->in[0].floats + d->out.floats;
 }
 
-static plan plan_make(const cdp_conv_shape *s)
+static plan plan_make(const cdp_conv_shape *s, int bf16)
 {
     plan p;
     memset(&p, 0, sizeof p);
     p.S = cdp_cpu_conv_slots(s->B);
     int lo = s->B / p.S;
-    p.e[0] = entry_get(s, lo, NULL);
-    p.e[1] = s->B % p.S ? entry_get(s, lo + 1, p.e[0]) : p.e[0];
+    p.e[0] = entry_get(s, lo, bf16, NULL);
+    p.e[1] = s->B % p.S ? entry_get(s, lo + 1, bf16, p.e[0]) : p.e[0];
     /* the weights' layouts do not depend on the batch: entry 0's serve both */
     p.wf = p.e[0]->p[FWD].in[1].floats;
     p.wd = p.e[0]->p[BWD_DATA].in[1].floats;
@@ -391,12 +438,28 @@ int cdp_cpu_conv_dnnl_use(const cdp_conv_shape *s)
     return s->KH == 3 && s->KW == 3 && s->Cin >= 16 && s->Cout >= 16;
 }
 
-size_t cdp_cpu_conv_dnnl_ws_floats(const cdp_conv_shape *s)
+static size_t ws_floats(const cdp_conv_shape *s, int bf16)
 {
     if (!cdp_cpu_conv_dnnl_supported(s))
         return 0;
-    plan p = plan_make(s);
+    plan p = plan_make(s, bf16);
     return p.wf + p.wd + (size_t)p.S * p.slot;
+}
+
+size_t cdp_cpu_conv_dnnl_ws_floats(const cdp_conv_shape *s)
+{
+    return ws_floats(s, 0);
+}
+
+size_t cdp_cpu_conv_dnnl_bf16_ws_floats(const cdp_conv_shape *s)
+{
+    return ws_floats(s, 1);
+}
+
+int cdp_cpu_dnnl_has_bf16(void)
+{
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }
 
 const char *cdp_cpu_dnnl_version(void)
@@ -472,13 +535,14 @@ static void *operand_data(const operand *op, int is_input, const void *user, flo
     return copy;
 }
 
-/* runs conv_prim cp: in0, in1 (user buffers or ready copies when shared),
- * out to the user's buffer; buf: the slot's scratch space for the copies */
-static void run_prim(const conv_prim *cp, const void *in0, const void *in1, int in1_ready,
+/* runs conv_prim cp: in0, in1 (user buffers, or copies already in the
+ * primitive's layout: bit k of ready for in[k]), out to the user's buffer;
+ * buf: the slot's scratch space for the copies */
+static void run_prim(const conv_prim *cp, const void *in0, const void *in1, int ready,
                      void *out, float *buf, float *sc, dnnl_stream_t st)
 {
-    void *d0 = operand_data(&cp->in[0], 1, in0, &buf, sc, st);
-    void *d1 = in1_ready ? (void *)in1 : operand_data(&cp->in[1], 1, in1, &buf, sc, st);
+    void *d0 = ready & 1 ? (void *)in0 : operand_data(&cp->in[0], 1, in0, &buf, sc, st);
+    void *d1 = ready & 2 ? (void *)in1 : operand_data(&cp->in[1], 1, in1, &buf, sc, st);
     void *dout = operand_data(&cp->out, 0, out, &buf, sc, st);
     dnnl_memory_t m0 = mem(&cp->in[0].md, d0), m1 = mem(&cp->in[1].md, d1);
     dnnl_memory_t mo = mem(&cp->out.md, dout), ms = mem(&cp->scratch_md, sc);
@@ -495,13 +559,16 @@ static void run_prim(const conv_prim *cp, const void *in0, const void *in1, int 
 
 /* the weights in the layout of cp (into shared when it needs a reorder),
  * before the slot loop: every slot reads the same copy */
-static const float *weights_for(const conv_prim *cp, const float *w, float *shared, float *sc)
+static const float *weights_for(const conv_prim *cp, const float *w, float *shared)
 {
-    if (!cp->in[1].reorder)
+    const operand *op = &cp->in[1];
+    if (!op->reorder)
         return w;
-    int nt = guard_enter();
-    reorder(&cp->in[1], 1, w, shared, sc, streams[0]);
-    guard_leave(nt);
+    dnnl_memory_t from = mem(&op->user, w), to = mem(&op->md, shared);
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    exec(op->reorder_mt, streams[0], 2, args);
+    dnnl_memory_destroy(from);
+    dnnl_memory_destroy(to);
     return shared;
 }
 
@@ -518,14 +585,13 @@ static int dnnl_threads(const cdp_conv_shape *s, const plan *p)
                                     * (double)s->Cout, p->S);
 }
 
-void cdp_cpu_conv2d_dnnl_fwd(const cdp_conv_shape *s, const float *x, const float *w,
-                             const float *b, float *y, float *ws)
+static void conv_fwd(const cdp_conv_shape *s, const float *x, const float *w, const float *b,
+                     float *y, float *ws, int bf16)
 {
-    const plan p = plan_make(s);
+    const plan p = plan_make(s, bf16);
     streams_ensure(p.S);
     float *slots = ws + p.wf + p.wd;
-    /* slot 0's scratchpad serves the weights' reorder: no slot runs yet */
-    const float *wf = weights_for(&p.e[0]->p[FWD], w, ws, slots + p.slot - p.e[0]->scratch);
+    const float *wf = weights_for(&p.e[0]->p[FWD], w, ws);
     const size_t xs = (size_t)s->Cin * s->H * s->W, P = (size_t)s->OH * s->OW;
     const int nt = dnnl_threads(s, &p);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
@@ -535,7 +601,7 @@ void cdp_cpu_conv2d_dnnl_fwd(const cdp_conv_shape *s, const float *x, const floa
         float *buf = slots + (size_t)sl * p.slot, *sc = buf + p.slot - e->scratch;
         float *ys = y + (size_t)b0 * s->Cout * P;
         int g = guard_enter();
-        run_prim(&e->p[FWD], x + (size_t)b0 * xs, wf, 1, ys, buf + p.part, sc, streams[sl]);
+        run_prim(&e->p[FWD], x + (size_t)b0 * xs, wf, 2, ys, buf + p.part, sc, streams[sl]);
         guard_leave(g);
         if (b)
             for (int i = 0; i < (b1 - b0) * s->Cout; i++)
@@ -544,15 +610,13 @@ void cdp_cpu_conv2d_dnnl_fwd(const cdp_conv_shape *s, const float *x, const floa
     }
 }
 
-void cdp_cpu_conv2d_dnnl_bwd(const cdp_conv_shape *s, const float *x, const float *w,
-                             const float *dy, float *dx, float *dw, int accumulate, float *ws)
+static void conv_bwd(const cdp_conv_shape *s, const float *x, const float *w, const float *dy,
+                     float *dx, float *dw, int accumulate, float *ws, int bf16)
 {
-    const plan p = plan_make(s);
+    const plan p = plan_make(s, bf16);
     streams_ensure(p.S);
     float *slots = ws + p.wf + p.wd;
-    const float *wd = dx ? weights_for(&p.e[0]->p[BWD_DATA], w, ws + p.wf,
-                                       slots + p.slot - p.e[0]->scratch)
-                         : NULL;
+    const float *wd = dx ? weights_for(&p.e[0]->p[BWD_DATA], w, ws + p.wf) : NULL;
     const size_t xs = (size_t)s->Cin * s->H * s->W, ys = (size_t)s->Cout * s->OH * s->OW;
     const int nt = dnnl_threads(s, &p);
 #pragma omp parallel for if (nt > 1) num_threads(nt) schedule(static)
@@ -567,12 +631,46 @@ void cdp_cpu_conv2d_dnnl_bwd(const cdp_conv_shape *s, const float *x, const floa
         run_prim(bw, x + (size_t)b0 * xs, dy + (size_t)b0 * ys, 0, part, part + p.part, sc,
                  streams[sl]);
         if (dx) {
+            const conv_prim *bd = &e->p[BWD_DATA];
             float *buf = part + p.part + bw->in[0].floats + bw->in[1].floats + bw->out.floats;
-            run_prim(&e->p[BWD_DATA], dy + (size_t)b0 * ys, wd, 1, dx + (size_t)b0 * xs, buf,
-                     sc, streams[sl]);
+            /* dy in the layout backward-weights reordered it to, when
+             * backward-data wants the same: that copy, not a second one */
+            const void *dys = dy + (size_t)b0 * ys;
+            int ready = 2;
+            if (bw->in[1].reorder && bd->in[0].reorder
+                && dnnl_memory_desc_equal(&bw->in[1].md, &bd->in[0].md)) {
+                dys = part + p.part + bw->in[0].floats;
+                ready |= 1;
+            }
+            run_prim(bd, dys, wd, ready, dx + (size_t)b0 * xs, buf, sc, streams[sl]);
         }
         guard_leave(g);
     }
     cdp_cpu_conv_dw_sum(cdp_conv_weight_count(s), p.S, slots, p.slot, dw,
                         accumulate);
+}
+
+void cdp_cpu_conv2d_dnnl_fwd(const cdp_conv_shape *s, const float *x, const float *w,
+                             const float *b, float *y, float *ws)
+{
+    conv_fwd(s, x, w, b, y, ws, 0);
+}
+
+void cdp_cpu_conv2d_dnnl_bwd(const cdp_conv_shape *s, const float *x, const float *w,
+                             const float *dy, float *dx, float *dw, int accumulate, float *ws)
+{
+    conv_bwd(s, x, w, dy, dx, dw, accumulate, ws, 0);
+}
+
+void cdp_cpu_conv2d_dnnl_fwd_bf16(const cdp_conv_shape *s, const float *x, const float *w,
+                                  const float *b, float *y, float *ws)
+{
+    conv_fwd(s, x, w, b, y, ws, 1);
+}
+
+void cdp_cpu_conv2d_dnnl_bwd_bf16(const cdp_conv_shape *s, const float *x, const float *w,
+                                  const float *dy, float *dx, float *dw, int accumulate,
+                                  float *ws)
+{
+    conv_bwd(s, x, w, dy, dx, dw, accumulate, ws, 1);
 }

@@ -1,6 +1,6 @@
 /* CPU grouped and depthwise convolution (cdp_conv_shape.groups > 1),
  * called from cdp_cpu_conv2d_fwd/bwd for every grouped shape; db stays
- * with kernels_conv.c (conv_db: the groups do not change it).
+ * with kernels_conv.c (cdp_cpu_conv_db: the groups do not change it).
  *
  * Why direct loops, not per-group GEMMs: a depthwise convolution (one
  * input channel per group, MobileNet's) is a GEMM of one row, where

@@ -341,6 +341,26 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
         cdp_cuda_add(nw, dw, dwt);
 }
 
+/* --precision bf16's convolutions: the float32 ones on the rounded
+ * operands (the CPU backend's bfloat16 products are its own) */
+size_t cdp_cuda_conv2d_bf16_ws_floats(const cdp_conv_shape *s)
+{
+    return cdp_cuda_conv2d_ws_floats(s);
+}
+
+void cdp_cuda_conv2d_fwd_bf16(const cdp_conv_shape *s, const float *x, const float *w,
+                              const float *b, float *y, float *ws)
+{
+    cdp_cuda_conv2d_fwd(s, x, w, b, y, ws);
+}
+
+void cdp_cuda_conv2d_bwd_bf16(const cdp_conv_shape *s, const float *x, const float *w,
+                              const float *dy, float *dx, float *dw, float *db, int accumulate,
+                              float *ws)
+{
+    cdp_cuda_conv2d_bwd(s, x, w, dy, dx, dw, db, accumulate, ws);
+}
+
 /* ---------------------------------------------------------------- BatchNorm */
 
 #define BN_AT(b, c, p) (((size_t)(b) * (size_t)C + (size_t)(c)) * (size_t)HW + (size_t)(p))

@@ -65,18 +65,22 @@ static size_t wsize(const cdp_layer *ly)
     return (size_t)ly->ys.c * in_per_group(ly) * ly->k * ly->k;
 }
 
+/* under --precision bf16 (io->lowp, ly->lowp) the bfloat16 kernels, whose
+ * operands the stage has rounded (doc/reference.md section 3.12) */
 static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     (void)train;
     cdp_conv_shape s = conv_shape(ly, io->B);
-    io->be->conv2d_fwd(&s, io->x, io->p, ly->bias ? io->p + wsize(ly) : NULL, io->y, io->ws);
+    (io->lowp ? io->be->conv2d_fwd_bf16 : io->be->conv2d_fwd)(
+        &s, io->x, io->p, ly->bias ? io->p + wsize(ly) : NULL, io->y, io->ws);
 }
 
 static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 {
     cdp_conv_shape s = conv_shape(ly, io->B);
-    io->be->conv2d_bwd(&s, io->x, io->p, io->dy, io->dx, io->g,
-                       ly->bias ? io->g + wsize(ly) : NULL, io->accumulate, io->ws);
+    (io->lowp ? io->be->conv2d_bwd_bf16 : io->be->conv2d_bwd)(
+        &s, io->x, io->p, io->dy, io->dx, io->g, ly->bias ? io->g + wsize(ly) : NULL,
+        io->accumulate, io->ws);
 }
 
 static double flops(const cdp_layer *ly, int B, int need_dx)
@@ -89,7 +93,9 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
 static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
 {
     cdp_conv_shape s = conv_shape(ly, B);
-    return be->conv2d_ws_floats ? be->conv2d_ws_floats(&s) : 0;
+    size_t (*f)(const struct cdp_conv_shape *) =
+        ly->lowp ? be->conv2d_bf16_ws_floats : be->conv2d_ws_floats;
+    return f ? f(&s) : 0;
 }
 
 const cdp_layer_ops cdp_conv2d_ops = {

@@ -474,8 +474,9 @@ static void print_banner(const trainer *r, const char *why)
     if (o->precision == CDP_PRECISION_BF16)
         printf("  precision bf16: GEMM and convolution operands and every layer's output\n"
                "    rounded to bfloat16, activations kept in bfloat16 (float32 weights,\n"
-               "    gradients, optimizer); Linear products by the backend's bf16 path\n"
-               "    (\"bf16:\" on its line), the rest by the float32 kernels\n");
+               "    gradients, optimizer); Linear and convolution products by the\n"
+               "    backend's bf16 paths (\"bf16:\" on its line), the rest by the float32\n"
+               "    kernels\n");
     if (o->deterministic)   /* what it changes, so that nobody reads more into it */
         printf("  --deterministic: %s\n", o->rule == CDP_RULE_DP
                    ? "gradients summed in worker order around the ring (no MPI_Allreduce)"
