@@ -17,19 +17,31 @@
 
 #ifdef HAVE_DNNL
 
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu_internal.h"
 
 /* below this many multiply-adds in all, the blocks run on one thread */
 #define GEMMB_MIN_PAR_MACS 2.0e6
 
-/* the strides of op(X) [rows, cols] stored row-major with leading
- * dimension ld (transposed: element (r, c) at c * ld + r), entry stride s */
-static void strides(int trans, int ld, size_t s, int64_t st[4])
+/* per-thread dense copies of a block's op(A), op(B) and C: oneDNN 2.6 runs
+ * its fast kernel (brgemm) on dense operands only, and strided ones (a
+ * head's columns of QKV, the heads side by side in O) took its slow gemm
+ * path, 7-12x the time on vit-tiny's 50 x 50 x 64 entries (the copies cost
+ * a small part of the product) */
+#define MAX_THREADS 256
+static void *bufA[MAX_THREADS], *bufB[MAX_THREADS], *bufC[MAX_THREADS];
+static size_t bytesA[MAX_THREADS], bytesB[MAX_THREADS], bytesC[MAX_THREADS];
+
+static void bufs_free(void)
 {
-    st[0] = (int64_t)s;
-    st[1] = (int64_t)s;
-    st[2] = trans ? 1 : ld;
-    st[3] = trans ? ld : 1;
+    for (int t = 0; t < MAX_THREADS; t++) {
+        free(bufA[t]);
+        free(bufB[t]);
+        free(bufC[t]);
+    }
 }
 
 void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
@@ -38,18 +50,48 @@ void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
 {
     if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
         return;
-    int64_t sa[4], sb[4], sc[4];
-    strides(tA, lda, sA, sa);
-    strides(tB, ldb, sB, sb);
-    strides(0, ldc, sC, sc);
+    static int registered;
+    if (!registered) {
+        atexit(bufs_free);
+        registered = 1;
+    }
     const int nb = batch < cdp_cpu_gemm_split ? batch : cdp_cpu_gemm_split;
     const double macs = (double)batch * (double)M * (double)N * (double)K;
     const int nt = nb < cdp_cpu_omp_threads ? nb : cdp_cpu_omp_threads;
 #pragma omp parallel for if (nt > 1 && macs >= GEMMB_MIN_PAR_MACS) num_threads(nt) schedule(static)
     for (int q = 0; q < nb; q++) {
         const int b0 = (int)((int64_t)batch * q / nb), b1 = (int)((int64_t)batch * (q + 1) / nb);
-        cdp_cpu_bf16_matmul4(b1 - b0, 1, M, N, K, alpha, A + (size_t)b0 * sA, sa,
-                             Bm + (size_t)b0 * sB, sb, C + (size_t)b0 * sC, sc);
+        const int n = b1 - b0, t = omp_get_thread_num();
+        if (t >= MAX_THREADS)
+            abort();
+        uint16_t *a = cdp_cpu_grow(&bufA[t], &bytesA[t], (size_t)n * M * K * sizeof(uint16_t),
+                                   "the batched bfloat16 products");
+        uint16_t *bd = cdp_cpu_grow(&bufB[t], &bytesB[t], (size_t)n * K * N * sizeof(uint16_t),
+                                    "the batched bfloat16 products");
+        for (int e = 0; e < n; e++) {
+            const uint16_t *be = Bm + (size_t)(b0 + e) * sB;
+            uint16_t *d = bd + (size_t)e * K * N;
+            for (int k = 0; k < K; k++)
+                for (int j = 0; j < N; j++)
+                    d[(size_t)k * N + j] = tB ? be[(size_t)j * ldb + k] : be[(size_t)k * ldb + j];
+        }
+        float *c = cdp_cpu_grow(&bufC[t], &bytesC[t], (size_t)n * M * N * sizeof(float),
+                                "the batched bfloat16 products");
+        for (int e = 0; e < n; e++) {
+            const uint16_t *ae = A + (size_t)(b0 + e) * sA;
+            uint16_t *d = a + (size_t)e * M * K;
+            for (int i = 0; i < M; i++)
+                for (int k = 0; k < K; k++)
+                    d[(size_t)i * K + k] = tA ? ae[(size_t)k * lda + i] : ae[(size_t)i * lda + k];
+        }
+        const int64_t sa[4] = {(int64_t)M * K, (int64_t)M * K, K, 1};
+        const int64_t sc[4] = {(int64_t)M * N, (int64_t)M * N, N, 1};
+        const int64_t sbd[4] = {(int64_t)K * N, (int64_t)K * N, N, 1};
+        cdp_cpu_bf16_matmul4(n, 1, M, N, K, alpha, a, sa, bd, sbd, c, sc);
+        for (int e = 0; e < n; e++)
+            for (int i = 0; i < M; i++)
+                memcpy(C + (size_t)(b0 + e) * sC + (size_t)i * ldc, c + ((size_t)e * M + i) * N,
+                       (size_t)N * sizeof(float));
     }
 }
 
