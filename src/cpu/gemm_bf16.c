@@ -44,6 +44,23 @@ static void bufs_free(void)
     }
 }
 
+/* op(X_e) [rows, cols] of n entries (stride s, leading dimension ld),
+ * copied densely into the buffer *buf */
+static uint16_t *dense(int trans, int rows, int cols, const uint16_t *x, int ld, size_t s, int n,
+                       void **buf, size_t *have)
+{
+    uint16_t *d = cdp_cpu_grow(buf, have, (size_t)n * rows * cols * sizeof(uint16_t),
+                               "the batched bfloat16 products");
+    for (int e = 0; e < n; e++) {
+        const uint16_t *xe = x + (size_t)e * s;
+        uint16_t *de = d + (size_t)e * rows * cols;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++)
+                de[(size_t)r * cols + c] = trans ? xe[(size_t)c * ld + r] : xe[(size_t)r * ld + c];
+    }
+    return d;
+}
+
 void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
                                const uint16_t *A, int lda, size_t sA, const uint16_t *Bm, int ldb,
                                size_t sB, float *C, int ldc, size_t sC, int batch)
@@ -64,26 +81,10 @@ void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
         const int n = b1 - b0, t = omp_get_thread_num();
         if (t >= MAX_THREADS)
             abort();
-        uint16_t *a = cdp_cpu_grow(&bufA[t], &bytesA[t], (size_t)n * M * K * sizeof(uint16_t),
-                                   "the batched bfloat16 products");
-        uint16_t *bd = cdp_cpu_grow(&bufB[t], &bytesB[t], (size_t)n * K * N * sizeof(uint16_t),
-                                    "the batched bfloat16 products");
-        for (int e = 0; e < n; e++) {
-            const uint16_t *be = Bm + (size_t)(b0 + e) * sB;
-            uint16_t *d = bd + (size_t)e * K * N;
-            for (int k = 0; k < K; k++)
-                for (int j = 0; j < N; j++)
-                    d[(size_t)k * N + j] = tB ? be[(size_t)j * ldb + k] : be[(size_t)k * ldb + j];
-        }
+        uint16_t *a = dense(tA, M, K, A + (size_t)b0 * sA, lda, sA, n, &bufA[t], &bytesA[t]);
+        uint16_t *bd = dense(tB, K, N, Bm + (size_t)b0 * sB, ldb, sB, n, &bufB[t], &bytesB[t]);
         float *c = cdp_cpu_grow(&bufC[t], &bytesC[t], (size_t)n * M * N * sizeof(float),
                                 "the batched bfloat16 products");
-        for (int e = 0; e < n; e++) {
-            const uint16_t *ae = A + (size_t)(b0 + e) * sA;
-            uint16_t *d = a + (size_t)e * M * K;
-            for (int i = 0; i < M; i++)
-                for (int k = 0; k < K; k++)
-                    d[(size_t)i * K + k] = tA ? ae[(size_t)k * lda + i] : ae[(size_t)i * lda + k];
-        }
         const int64_t sa[4] = {(int64_t)M * K, (int64_t)M * K, K, 1};
         const int64_t sc[4] = {(int64_t)M * N, (int64_t)M * N, N, 1};
         const int64_t sbd[4] = {(int64_t)K * N, (int64_t)K * N, N, 1};

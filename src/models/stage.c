@@ -129,7 +129,11 @@ static float *conv_ws(const cdp_model *m, float *ws, int B)
  * (forward-only, the logits) is rounded in place.  A GEMM or convolution
  * layer (lowp_operands) gets its weights rounded (a copy of its
  * parameters), the network's input rounded, and in the backward its
- * output's gradient rounded.  So every tensor between layers is a bfloat16
+ * output's gradient rounded.  A layer that reads_bf16, on a backend with
+ * bfloat16 kernels, instead reads its kept input as stored (x16), its
+ * weights from the stage's bfloat16 copy of the parameter version
+ * (lowp_cache.c, made once per version) and its output's gradient packed
+ * (dy16): no float32 copies of them.  So every tensor between layers is a bfloat16
  * value wherever it is stored, and no rounding depends on the cut into
  * stages, the rank or the thread. */
 typedef struct lowp_ws {
