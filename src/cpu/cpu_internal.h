@@ -4,6 +4,7 @@
  * sgemm.c         the single-threaded SGEMM they call (oneDNN or OpenBLAS)
  * linear_bf16.c   the Linear kernels of --precision bf16 (bfloat16 operands)
  * matmul_bf16.c   their single-threaded bfloat16 product (oneDNN matmul)
+ * gemm_bf16.c     attention's batched products under --precision bf16
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
