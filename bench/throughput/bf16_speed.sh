@@ -8,9 +8,11 @@
 #     bench/run bf16-speed [BUILD_DIR]
 #
 # The step time is cdp_run's own (whole run / steps, "step time" of the
-# summary).  On the CPU, bf16 runs the Linear layers and attention's
-# projections through oneDNN's bf16 matmul (doc/reference.md section
-# 3.12); the banner of the first bf16 run, kept in the output, names it.
+# summary).  On the CPU, bf16 runs the Linear layers and all of
+# attention's products through oneDNN's bf16 matmul (doc/reference.md
+# section 3.12); the banner of the first bf16 run, kept in the output,
+# names it.  PyTorch's bf16 autocast on the same network:
+# bench/throughput/torch_vit_bf16.py.
 #
 # environment (defaults): CASES ["vit-tiny:1x28x28:64"] (MODEL:CxHxW:B, B
 # the micro-batch), N [1] workers, L [1] stages, STEPS [8], THREADS [2],

@@ -75,7 +75,34 @@ typedef struct cdp_backend {
      * the backend's memory (pinned memory on GPUs).  NULL: malloc/free. */
     void *(*alloc_host)(size_t bytes);
     void (*free_host)(void *p);
+
+    /* Optional: --precision bf16's products on operands in bfloat16
+     * storage (below); NULL: the layers widen them and call
+     * linear_fwd_bf16 / linear_bwd_bf16 and gemm_batched. */
+    const struct cdp_bf16_kernels *bf16;
 } cdp_backend;
+
+/* --precision bf16's products with their operands in bfloat16 storage (the
+ * upper 16 bits of the floats, util/bf16.h), so that a tensor kept in
+ * bfloat16 is read as it is kept, with no float32 copy.  The same numbers
+ * and bits as linear_fwd_bf16 / linear_bwd_bf16 on the widened values.
+ *   linear_fwd  y = x W^T + b (x [B,in], W [out,in]); x NULL: xf, floats
+ *               holding bfloat16 values, is packed first
+ *   linear_bwd  dW, db, dx from x (or xf), W and dy [B,out]; db = the
+ *               column sums of dy's values; relu_dx masks dx by x > 0
+ *   gemm_batched  C_b = alpha op(A_b) op(B_b) for b < batch (beta 0),
+ *               float32 C; the bits of an entry depend on its operands,
+ *               the shape and alpha only (doc/reference.md section 3.12) */
+typedef struct cdp_bf16_kernels {
+    void (*linear_fwd)(int B, int in, int out, const float *xf, const uint16_t *x,
+                       const uint16_t *W, const float *b, float *y, int relu);
+    void (*linear_bwd)(int B, int in, int out, const float *xf, const uint16_t *x,
+                       const uint16_t *W, const uint16_t *dy, float *dx, float *dW, float *db,
+                       int relu_dx, int accumulate);
+    void (*gemm_batched)(int tA, int tB, int M, int N, int K, float alpha, const uint16_t *A,
+                         int lda, size_t sA, const uint16_t *Bm, int ldb, size_t sB, float *C,
+                         int ldc, size_t sC, int batch);
+} cdp_bf16_kernels;
 
 /* The name of the first kernel be lacks (a NULL member), or NULL when it has
  * every kernel of backend/backend_kernels.def.  The tables are expanded from

@@ -50,7 +50,17 @@ static const char *cpu_numerics(void)
     return cpu_numerics_text;
 }
 
-static const cdp_backend cpu_backend = {
+#ifdef HAVE_DNNL
+/* --precision bf16's products on bfloat16 storage (oneDNN's bf16 matmul);
+ * the backend offers them unless CDP_GEMM_DNNL=0 */
+static const cdp_bf16_kernels cpu_bf16 = {
+    .linear_fwd = cdp_cpu_bf16_linear_fwd,
+    .linear_bwd = cdp_cpu_bf16_linear_bwd,
+    .gemm_batched = cdp_cpu_bf16_gemm_batched,
+};
+#endif
+
+static cdp_backend cpu_backend = {
     .name = "cpu",
     .host_memory = 1,
     .alloc = cpu_alloc,
@@ -159,6 +169,9 @@ const cdp_backend *cdp_backend_cpu(int threads)
      * the Linear GEMMs through OpenBLAS or oneDNN (sgemm.c) */
     dnnl_level_from_env("CDP_CONV_DNNL", 2, &cdp_cpu_conv_dnnl);
     dnnl_level_from_env("CDP_GEMM_DNNL", 1, &cdp_cpu_gemm_dnnl);
+#ifdef HAVE_DNNL
+    cpu_backend.bf16 = cdp_cpu_gemm_dnnl ? &cpu_bf16 : NULL;
+#endif
 
     const char *wait = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     const char *note = cdp_cpu_preinit_note();

@@ -4,6 +4,7 @@
  * sgemm.c         the single-threaded SGEMM they call (oneDNN or OpenBLAS)
  * linear_bf16.c   the Linear kernels of --precision bf16 (bfloat16 operands)
  * matmul_bf16.c   their single-threaded bfloat16 product (oneDNN matmul)
+ * gemm_bf16.c     attention's batched products under --precision bf16
  * kernels_conv.c  convolution (im2col / col2im + sgemm)
  * kernels_conv_direct.c  3x3 stride-1 convolution without im2col
  * kernels_conv_dnnl.c  convolution through oneDNN (optional, HAVE_DNNL)
@@ -66,6 +67,9 @@ struct cdp_cpu_linear_op {
     void (*dw_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
     void (*dx_block)(const cdp_cpu_linear_op *op, int r0, int r1, int c0, int c1);
     const void *ctx;   /* the supplier's own (linear_bf16.c: the packed operands) */
+    /* bfloat16 storage of x and dy (linear_bf16.c), else NULL: then db's
+     * column sums and relu_dx's mask read these, with the same bits */
+    const uint16_t *x16, *dy16;
 };
 /* B, out > 0 (fwd); B, in, out > 0 (bwd) */
 void cdp_cpu_linear_fwd_grid(const cdp_cpu_linear_op *op, int relu);
@@ -78,6 +82,21 @@ void cdp_cpu_linear_bwd_grid(const cdp_cpu_linear_op *op, float *db, int relu_dx
  * oneDNN's matmul primitive, cached by shape. */
 void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
                          const uint16_t *B, int ldb, const float *bias, float *C, int ldc);
+/* C[i][j] = alpha op(A)[i][j] op(B)[i][j] over 4-D operands [n0, n1, rows,
+ * cols] given by their strides in elements (sa: A [n0, n1, M, K], sb: B
+ * [n0, n1, K, N], sc: C [n0, n1, M, N]); one thread, as above */
+void cdp_cpu_bf16_matmul4(int n0, int n1, int M, int N, int K, float alpha, const uint16_t *A,
+                          const int64_t sa[4], const uint16_t *B, const int64_t sb[4], float *C,
+                          const int64_t sc[4]);
+/* the CPU's cdp_bf16_kernels (linear_bf16.c, gemm_bf16.c; HAVE_DNNL only) */
+void cdp_cpu_bf16_linear_fwd(int B, int in, int out, const float *xf, const uint16_t *x,
+                             const uint16_t *W, const float *b, float *y, int relu);
+void cdp_cpu_bf16_linear_bwd(int B, int in, int out, const float *xf, const uint16_t *x,
+                             const uint16_t *W, const uint16_t *dy, float *dx, float *dW,
+                             float *db, int relu_dx, int accumulate);
+void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
+                               const uint16_t *A, int lda, size_t sA, const uint16_t *Bm, int ldb,
+                               size_t sB, float *C, int ldc, size_t sC, int batch);
 /* *p with at least bytes (64-byte aligned; reallocated when *have is less,
  * contents not kept), or a message naming what and abort (linear_bf16.c) */
 void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what);

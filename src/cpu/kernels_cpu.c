@@ -146,6 +146,19 @@ static void relu_mask_block(int r0, int r1, int w, int c0, int c1, const float *
     }
 }
 
+/* relu_mask_block on a bfloat16 src: its value > 0 when its bits are in
+ * [1, 0x7f80] (sign clear, not zero, not a NaN) */
+static void relu_mask_block16(int r0, int r1, int w, int c0, int c1, const uint16_t *src,
+                              float *dst)
+{
+    for (int i = r0; i < r1; i++) {
+        const uint16_t *s = src + (size_t)i * (size_t)w;
+        float *d = dst + (size_t)i * (size_t)w;
+        for (int c = c0; c < c1; c++)
+            d[c] = s[c] - 1u < 0x7f80u ? d[c] : 0.0f;
+    }
+}
+
 /* The Linear layers' grids (cpu_internal.h, cdp_cpu_linear_op): the
  * blocks of the forward, in chunks of rows whose part of y stays in the
  * core's cache from the product to the end of the ReLU, which the thread
@@ -208,19 +221,47 @@ static void colsum_into(int B, int out, int c0, int w, const float *dy, float *s
     }
 }
 
+/* colsum_into of dy in bfloat16 storage: the same sums of the same values */
+static float widen16(uint16_t v)
+{
+    const uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void colsum_into16(int B, int out, int c0, int w, const uint16_t *dy, float *s)
+{
+    const uint16_t *r = dy + c0;
+    for (int o = 0; o < w; o++)
+        s[o] = widen16(r[o]);
+    for (int i = 1; i < B; i++) {
+        r = dy + (size_t)i * (size_t)out + c0;
+        for (int o = 0; o < w; o++)
+            s[o] = s[o] + widen16(r[o]);
+    }
+}
+
 /* db[o0..o1) = column sums of dy, or db += them (the whole sum first, then
  * one addition per column: the bits of colsum-then-add()). */
 #define COLSUM_CHUNK 256
-static void colsum(int B, int out, int o0, int o1, const float *dy, float *db, int accumulate)
+static void colsum(int B, int out, int o0, int o1, const float *dy, const uint16_t *dy16,
+                   float *db, int accumulate)
 {
     if (!accumulate) {
-        colsum_into(B, out, o0, o1 - o0, dy, db + o0);
+        if (dy16)
+            colsum_into16(B, out, o0, o1 - o0, dy16, db + o0);
+        else
+            colsum_into(B, out, o0, o1 - o0, dy, db + o0);
         return;
     }
     float s[COLSUM_CHUNK];
     for (int c0 = o0; c0 < o1; c0 += COLSUM_CHUNK) {
         int w = o1 - c0 < COLSUM_CHUNK ? o1 - c0 : COLSUM_CHUNK;
-        colsum_into(B, out, c0, w, dy, s);
+        if (dy16)
+            colsum_into16(B, out, c0, w, dy16, s);
+        else
+            colsum_into(B, out, c0, w, dy, s);
         for (int o = 0; o < w; o++)
             db[c0 + o] = db[c0 + o] + s[o];
     }
@@ -253,13 +294,15 @@ void cdp_cpu_linear_bwd_grid(const cdp_cpu_linear_op *op, float *db, int relu_dx
             int i0, i1, c0, c1;
             grid_block(gx, B, in, q, &i0, &i1, &c0, &c1);
             op->dx_block(op, i0, i1, c0, c1);
-            if (relu_dx)
+            if (relu_dx && op->x16)
+                relu_mask_block16(i0, i1, in, c0, c1, op->x16, op->dx);
+            else if (relu_dx)
                 relu_mask_block(i0, i1, in, c0, c1, op->x, op->dx);
         }
 #pragma omp for schedule(static) nowait
         for (int q = 0; q < nd; q++)
-            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), op->dy, db,
-                   op->accumulate);
+            colsum(B, out, block_col(out, nd, q), block_col(out, nd, q + 1), op->dy, op->dy16,
+                   db, op->accumulate);
     }
 }
 

@@ -22,8 +22,10 @@
  * of a separate product and add() that the backend interface promises.
  * db: the column sums of dy of linear_bwd (float, row order).
  *
- * Packing is a pass over the operands each call (the weights included: a
- * Linear's weights are 1/rows of its product's work, 1/3200 on vit-tiny).
+ * cdp_cpu_bf16_linear_fwd / _bwd (the backend's cdp_bf16_kernels) take x,
+ * W and dy in bfloat16 storage as the stage keeps them (x may come as
+ * floats, packed here); linear_fwd_bf16 / linear_bwd_bf16 pack their float
+ * operands and call them.
  * The packed copies and the scratch live in buffers kept by this file,
  * grown by the executor's thread before a kernel's parallel region (the
  * kernels are called from one thread at a time) and freed at exit.
@@ -123,6 +125,7 @@ typedef struct packs {
     float *scratch;
 } packs;
 
+
 static const packs *packs_of(const cdp_cpu_linear_op *op)
 {
     return op->ctx;
@@ -164,6 +167,46 @@ static void dx_block(const cdp_cpu_linear_op *op, int i0, int i1, int c0, int c1
                         in, NULL, op->dx + (size_t)i0 * in + c0, in);
 }
 
+/* x in bfloat16 storage: x itself, or xf packed into the buffer */
+static const uint16_t *x_packed(size_t n, const float *xf, const uint16_t *x)
+{
+    if (x)
+        return x;
+    uint16_t *xb = packed(BUF_X, n);
+    cdp_cpu_bf16_pack(n, xf, xb);
+    return xb;
+}
+
+void cdp_cpu_bf16_linear_fwd(int B, int in, int out, const float *xf, const uint16_t *x,
+                             const uint16_t *W, const float *b, float *y, int relu)
+{
+    if (B <= 0 || out <= 0)
+        return;
+    const packs p = {x_packed((size_t)B * in, xf, x), W, NULL, NULL};
+    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .b = b, .y = y,
+                                  .fwd_block = fwd_block, .ctx = &p};
+    cdp_cpu_linear_fwd_grid(&op, relu);
+}
+
+void cdp_cpu_bf16_linear_bwd(int B, int in, int out, const float *xf, const uint16_t *x,
+                             const uint16_t *W, const uint16_t *dy, float *dx, float *dW,
+                             float *db, int relu_dx, int accumulate)
+{
+    if (out <= 0 || in <= 0 || (B <= 0 && accumulate))
+        return;
+    if (B <= 0) {
+        memset(dW, 0, (size_t)out * (size_t)in * sizeof(float));
+        memset(db, 0, (size_t)out * sizeof(float));
+        return;
+    }
+    float *scratch = accumulate ? buf(BUF_SCRATCH, (size_t)out * in * sizeof(float)) : NULL;
+    const packs p = {x_packed((size_t)B * in, xf, x), W, dy, scratch};
+    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .accumulate = accumulate,
+                                  .dx = dx, .dW = dW, .x16 = p.x, .dy16 = dy,
+                                  .dw_block = dw_block, .dx_block = dx_block, .ctx = &p};
+    cdp_cpu_linear_bwd_grid(&op, db, relu_dx);
+}
+
 void cdp_cpu_linear_fwd_bf16(int B, int in, int out, const float *x, const float *W,
                              const float *b, float *y, int relu)
 {
@@ -171,13 +214,9 @@ void cdp_cpu_linear_fwd_bf16(int B, int in, int out, const float *x, const float
         cdp_cpu_linear_fwd(B, in, out, x, W, b, y, relu);
         return;
     }
-    uint16_t *xb = packed(BUF_X, (size_t)B * in), *wb = packed(BUF_W, (size_t)in * out);
-    cdp_cpu_bf16_pack((size_t)B * in, x, xb);
+    uint16_t *wb = packed(BUF_W, (size_t)in * out);
     cdp_cpu_bf16_pack((size_t)out * in, W, wb);
-    const packs p = {xb, wb, NULL, NULL};
-    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .x = x, .W = W, .b = b, .y = y,
-                                  .fwd_block = fwd_block, .ctx = &p};
-    cdp_cpu_linear_fwd_grid(&op, relu);
+    cdp_cpu_bf16_linear_fwd(B, in, out, x, NULL, wb, b, y, relu);
 }
 
 void cdp_cpu_linear_bwd_bf16(int B, int in, int out, const float *x, const float *W,
@@ -188,18 +227,12 @@ void cdp_cpu_linear_bwd_bf16(int B, int in, int out, const float *x, const float
         cdp_cpu_linear_bwd(B, in, out, x, W, dy, dx, dW, db, relu_dx, accumulate);
         return;
     }
-    uint16_t *dyb = packed(BUF_DY, (size_t)B * out), *xb = packed(BUF_X, (size_t)B * in);
+    uint16_t *dyb = packed(BUF_DY, (size_t)B * out);
     uint16_t *wb = dx ? packed(BUF_W, (size_t)out * in) : NULL;
-    float *scratch = accumulate ? buf(BUF_SCRATCH, (size_t)out * in * sizeof(float)) : NULL;
     cdp_cpu_bf16_pack((size_t)B * out, dy, dyb);
-    cdp_cpu_bf16_pack((size_t)B * in, x, xb);
     if (dx)
         cdp_cpu_bf16_pack((size_t)out * in, W, wb);
-    const packs p = {xb, wb, dyb, scratch};
-    const cdp_cpu_linear_op op = {.B = B, .in = in, .out = out, .accumulate = accumulate,
-                                  .x = x, .W = W, .dy = dy, .dx = dx, .dW = dW,
-                                  .dw_block = dw_block, .dx_block = dx_block, .ctx = &p};
-    cdp_cpu_linear_bwd_grid(&op, db, relu_dx);
+    cdp_cpu_bf16_linear_bwd(B, in, out, x, NULL, wb, dyb, dx, dW, db, relu_dx, accumulate);
 }
 
 #endif

@@ -18,8 +18,8 @@
  * its shape and oneDNN's ISA only.
  *
  * The primitive cache.  Creating a primitive (descriptor, JIT code) takes
- * far longer than a block, so primitives are kept by shape (M, N, K, the
- * three leading dimensions, bias or not) for the life of the process, in a
+ * far longer than a block, so primitives are kept by shape (the dimensions,
+ * the strides of the three operands, bias or not, alpha) for the life of the process, in a
  * list that only grows (a run has a handful of shapes): an entry, once
  * made, never moves nor goes, so the OpenMP threads that run the blocks of
  * one call can look up and create entries concurrently, under one critical
@@ -53,8 +53,12 @@ static void dnnl_ok(dnnl_status_t st, const char *what)
 }
 #define OK(call) dnnl_ok((call), #call)
 
+/* a product of 4-D operands [n0, n1, rows, cols] given by their strides
+ * (the 2-D products: n0 = n1 = 1); alpha: the float's bits, 1.0f none */
 typedef struct mm_key {
-    int tA, tB, M, N, K, lda, ldb, ldc, bias;
+    int n0, n1, M, N, K, bias;
+    int64_t sa[4], sb[4], sc[4];
+    uint32_t alpha;
 } mm_key;
 
 typedef struct mm_entry {
@@ -126,13 +130,19 @@ static void release_all(void)
     }
 }
 
-/* rows x cols, row-major with leading dimension ld, or stored transposed
- * (column-major: element (r, c) at c * ld + r) */
-static dnnl_memory_desc_t md2(int rows, int cols, int ld, int trans, dnnl_data_type_t dt)
+/* [n0, n1, rows, cols] with strides st; a 2-D one when n0 = n1 = 1 (the
+ * Linear products: the primitive they always had) */
+static dnnl_memory_desc_t md4(int n0, int n1, int rows, int cols, const int64_t st[4],
+                              dnnl_data_type_t dt)
 {
     dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {rows, cols}, strides = {trans ? 1 : ld, trans ? ld : 1};
-    OK(dnnl_memory_desc_init_by_strides(&md, 2, dims, dt, strides));
+    if (n0 == 1 && n1 == 1) {
+        dnnl_dims_t dims = {rows, cols}, strides = {st[2], st[3]};
+        OK(dnnl_memory_desc_init_by_strides(&md, 2, dims, dt, strides));
+    } else {
+        dnnl_dims_t dims = {n0, n1, rows, cols}, strides = {st[0], st[1], st[2], st[3]};
+        OK(dnnl_memory_desc_init_by_strides(&md, 4, dims, dt, strides));
+    }
     return md;
 }
 
@@ -150,15 +160,21 @@ static mm_entry *entry_make(const mm_key *k)
         abort();
     }
     e->k = *k;
-    e->a = md2(k->M, k->K, k->lda, k->tA, dnnl_bf16);
-    e->b = md2(k->K, k->N, k->ldb, k->tB, dnnl_bf16);
-    e->c = md2(k->M, k->N, k->ldc, 0, dnnl_f32);
-    e->bias = md2(1, k->N, k->N, 0, dnnl_f32);
+    const int64_t sbias[4] = {k->N, k->N, k->N, 1};
+    e->a = md4(k->n0, k->n1, k->M, k->K, k->sa, dnnl_bf16);
+    e->b = md4(k->n0, k->n1, k->K, k->N, k->sb, dnnl_bf16);
+    e->c = md4(k->n0, k->n1, k->M, k->N, k->sc, dnnl_f32);
+    e->bias = md4(1, 1, 1, k->N, sbias, dnnl_f32);   /* 2-D products only */
     dnnl_matmul_desc_t d;
     OK(dnnl_matmul_desc_init(&d, &e->a, &e->b, k->bias ? &e->bias : NULL, &e->c));
     dnnl_primitive_attr_t attr;
     OK(dnnl_primitive_attr_create(&attr));
     OK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    if (k->alpha != 0x3f800000u) {   /* C = alpha (the float32 sum), one product */
+        float alpha;
+        memcpy(&alpha, &k->alpha, sizeof alpha);
+        OK(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha));
+    }
     dnnl_primitive_desc_t pd;
     OK(dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
     e->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -192,15 +208,12 @@ static dnnl_memory_t mem(const dnnl_memory_desc_t *md, const void *data)
     return m;
 }
 
-void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
-                         const uint16_t *B, int ldb, const float *bias, float *C, int ldc)
+static void run(const mm_key *k, const uint16_t *A, const uint16_t *B, const float *bias,
+                float *C)
 {
-    if (M <= 0 || N <= 0 || K <= 0)
-        return;
-    const mm_key k = {tA, tB, M, N, K, lda, ldb, ldc, bias != NULL};
     const int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    const mm_entry *e = entry_get(&k);
+    const mm_entry *e = entry_get(k);
     dnnl_stream_t st = stream_get();
     dnnl_memory_t ma = mem(&e->a, A), mb = mem(&e->b, B), mc = mem(&e->c, C);
     dnnl_memory_t ms = mem(&e->scratch, e->scratch_bytes ? scratch_get(e->scratch_bytes) : NULL);
@@ -216,6 +229,47 @@ void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A,
     if (mbias)
         dnnl_memory_destroy(mbias);
     omp_set_num_threads(nt);
+}
+
+/* the strides of a rows x cols matrix, row-major with leading dimension
+ * ld, or stored transposed (element (r, c) at c * ld + r), in a batch of
+ * one */
+static void strides2(int rows, int cols, int ld, int trans, int64_t st[4])
+{
+    st[2] = trans ? 1 : ld;
+    st[3] = trans ? ld : 1;
+    st[0] = st[1] = (int64_t)rows * cols;
+}
+
+void cdp_cpu_bf16_matmul(int tA, int tB, int M, int N, int K, const uint16_t *A, int lda,
+                         const uint16_t *B, int ldb, const float *bias, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0 || K <= 0)
+        return;
+    mm_key k;
+    memset(&k, 0, sizeof k);   /* the key is compared bytewise */
+    k.n0 = k.n1 = 1;
+    k.M = M, k.N = N, k.K = K, k.bias = bias != NULL, k.alpha = 0x3f800000u;
+    strides2(M, K, lda, tA, k.sa);
+    strides2(K, N, ldb, tB, k.sb);
+    strides2(M, N, ldc, 0, k.sc);
+    run(&k, A, B, bias, C);
+}
+
+void cdp_cpu_bf16_matmul4(int n0, int n1, int M, int N, int K, float alpha, const uint16_t *A,
+                          const int64_t sa[4], const uint16_t *B, const int64_t sb[4], float *C,
+                          const int64_t sc[4])
+{
+    if (n0 <= 0 || n1 <= 0 || M <= 0 || N <= 0 || K <= 0)
+        return;
+    mm_key k;
+    memset(&k, 0, sizeof k);
+    k.n0 = n0, k.n1 = n1, k.M = M, k.N = N, k.K = K;
+    memcpy(&k.alpha, &alpha, sizeof alpha);
+    memcpy(k.sa, sa, sizeof k.sa);
+    memcpy(k.sb, sb, sizeof k.sb);
+    memcpy(k.sc, sc, sizeof k.sc);
+    run(&k, A, B, NULL, C);
 }
 
 #endif

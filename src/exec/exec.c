@@ -95,6 +95,8 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
 {
     cdp_exec *x = calloc(1, sizeof *x);
     if (!x) abort();
+    static uint64_t executors;   /* each executor's tags of its own (layer_ctx) */
+    x->serial = ++executors & 0xffffff;
     x->cfg = *cfg;
     x->m = cfg->model;
     x->be = cfg->be;
@@ -337,16 +339,19 @@ static const float *stage_input(cdp_exec *x, int i, int l)
 
 /* where worker i's forward and backward of step k stand (nn.h); the
  * batcher holds the run's seed */
-static cdp_layer_ctx layer_ctx(const cdp_exec *x, int64_t k, int i)
+static cdp_layer_ctx layer_ctx(const cdp_exec *x, int64_t k, int i, int64_t version)
 {
-    return (cdp_layer_ctx){ x->batch.seed, k, (int64_t)i * x->B };
+    /* the parameters' tag: this executor and the version (v + 1 < 2^40) */
+    const uint64_t tag = x->serial << 40 | ((uint64_t)(version + 1) & ((1ull << 40) - 1));
+    return (cdp_layer_ctx){ x->batch.seed, k, (int64_t)i * x->B, tag };
 }
 
 static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int i = in->worker, l = in->stage, L = x->L, B = x->B;
     const int64_t k = k0 + in->step;
-    const float *w = stage_params(x, l, abs_version(k0, in->version));
+    const int64_t v = abs_version(k0, in->version);
+    const float *w = stage_params(x, l, v);
     if (l == 0)
         load_input(x, k, i);
     int32_t *labels = NULL;
@@ -359,7 +364,7 @@ static void do_fwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
     }
     const float *input = stage_input(x, i, l);
     x->act[i * L + l] = cdp_actmem_alloc(&x->mem, x->act_bytes[l]);
-    const cdp_layer_ctx ctx = layer_ctx(x, k, i);
+    const cdp_layer_ctx ctx = layer_ctx(x, k, i, v);
     cdp_stage_fwd(x->be, x->m, l, B, w, input, x->act[i * L + l], labels, x->stats, x->ws, 1,
                   &ctx);
     /* the loss sum stays non-finite once it is: the first forward that
@@ -384,7 +389,8 @@ static float *acquire_acc(cdp_exec *x, int l)
 static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     const int i = in->worker, l = in->stage, L = x->L, B = x->B;
-    const float *w = stage_params(x, l, abs_version(k0, in->version));
+    const int64_t v = abs_version(k0, in->version);
+    const float *w = stage_params(x, l, v);
     if (l == 0)
         load_input(x, k0 + in->step, i);
     const float *input = stage_input(x, i, l);
@@ -414,7 +420,7 @@ static void do_bwd(cdp_exec *x, const cdp_instr *in, int64_t k0)
         x->zeroed[l] = NULL;
     float *grad = first || x->acc_in_place ? acquire_acc(x, l) : x->scratch;
     cdp_req_wait_range(x, grad, stage_bytes(x, l));
-    const cdp_layer_ctx ctx = layer_ctx(x, k0 + in->step, i);
+    const cdp_layer_ctx ctx = layer_ctx(x, k0 + in->step, i, v);
     cdp_stage_bwd(x->be, x->m, l, B, i, w, input, x->act[i * L + l], dout, dx, grad, x->ws,
                   (!first && x->acc_in_place) || onto_zero, &ctx);
     /* the previous stage's output was this stage's input: if its own

@@ -68,6 +68,7 @@ struct cdp_exec {
     int32_t *host_labels;
     double *stats;              /* backend memory: loss sum, correct */
     int64_t samples;
+    uint64_t serial;              /* this executor among the process's (parameter tags) */
     int64_t bad_step;           /* first forward whose loss was not finite, -1: none */
     int bad_worker;             /* (host-memory backends only: a check per forward) */
     cdp_batcher batch;

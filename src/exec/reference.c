@@ -57,7 +57,7 @@ int cdp_reference_run(const cdp_reference_config *c, float *params, char *err, s
             cdp_batcher_gather(&bat, k, i, hp, hl);
             be->pixels_to_input(B, c->train->channels, c->train->height * c->train->width, hp, c->train->norm, x);
             be->to_device(lab, hl, (size_t)B * sizeof(int32_t));
-            const cdp_layer_ctx ctx = { c->seed, k, (int64_t)i * B };
+            const cdp_layer_ctx ctx = { c->seed, k, (int64_t)i * B, 0 };   /* weights rounded per call */
             const float *w[CDP_MAX_STAGES];
             for (int l = 0; l < L; l++) {
                 int lag = cdp_lag(N, L, c->rule, i, l);

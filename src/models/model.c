@@ -373,6 +373,7 @@ void cdp_model_free(cdp_model *m)
     free(m->nodes);
     free(m->node_off);
     free(m->node_lowp);
+    cdp_lowp_cache_free(m);
     free(m->block_first);
     free(m->block_flops);
     free(m->tensors);

@@ -84,6 +84,8 @@ struct cdp_model {
     cdp_node *nodes;              /* node 0 is the model input */
     unsigned char *node_lowp;     /* per tensor root: 1 if stored as bfloat16 (--precision
                                    * bf16: every kept tensor but the logits) */
+    struct cdp_lowp_cache *lowp_cache; /* --precision bf16: the stages' weights in bfloat16,
+                                   * per parameter version (lowp_cache.c) */
     int *node_off;                /* storage per sample: >= 0 inside its stage's activations;
                                    * -1 - o: at o in the workspace, a tensor only the forward
                                    * reads (no backward needs it kept) */

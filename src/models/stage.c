@@ -129,7 +129,11 @@ static float *conv_ws(const cdp_model *m, float *ws, int B)
  * (forward-only, the logits) is rounded in place.  A GEMM or convolution
  * layer (lowp_operands) gets its weights rounded (a copy of its
  * parameters), the network's input rounded, and in the backward its
- * output's gradient rounded.  So every tensor between layers is a bfloat16
+ * output's gradient rounded.  A layer that reads_bf16, on a backend with
+ * bfloat16 kernels, instead reads its kept input as stored (x16), its
+ * weights from the stage's bfloat16 copy of the parameter version
+ * (lowp_cache.c, made once per version) and its output's gradient packed
+ * (dy16): no float32 copies of them.  So every tensor between layers is a bfloat16
  * value wherever it is stored, and no rounding depends on the cut into
  * stages, the rank or the thread. */
 typedef struct lowp_ws {
@@ -187,16 +191,40 @@ static const float *lowp_params(const cdp_backend *be, const cdp_layer *ly, cons
     return dst;
 }
 
-/* the operands of layer j's products that the stage rounds: its weights,
- * and its input when it is the network's (every other tensor is a layer's
- * rounded output) */
-static void lowp_operands(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
+/* a layer that reads the bfloat16 storage itself (x16, p16, dy16) */
+static int reads_bf16(const cdp_backend *be, const cdp_layer *ly)
+{
+    return be->bf16 && ops_of(ly)->reads_bf16;
+}
+
+/* layer ly's input for a call: its bfloat16 storage as x16 when the layer
+ * reads that, else widened */
+static void lowp_input(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
+                       const lowp_ws *w, cdp_layer_io *io)
+{
+    if (reads_bf16(be, ly) && stored_lowp(m, ly->in) && io->x) {
+        io->x16 = (const uint16_t *)io->x;
+        io->x = NULL;
+    } else {
+        io->x = widen(be, m, ly->in, io->x, w->x, io->B);
+    }
+}
+
+/* the operands of layer j's products that the stage rounds: its weights
+ * (once per parameter version for a layer that reads_bf16), and its input
+ * when it is the network's (every other tensor is a layer's rounded
+ * output) */
+static void lowp_operands(const cdp_backend *be, const cdp_model *m, int l, const cdp_layer *ly,
                           const lowp_ws *w, cdp_layer_io *io)
 {
     io->lowp = 1;
     if (!ops_of(ly)->lowp_operands)
         return;
-    io->p = lowp_params(be, ly, io->p, w->params);
+    if (reads_bf16(be, ly))
+        io->p16 = cdp_lowp_weights(be, m, l, io->layer_index, io->p - ly->p_off,
+                                   io->ctx->params_tag) + ly->p_off;
+    else
+        io->p = lowp_params(be, ly, io->p, w->params);
     if (root(m, ly->in) == 0) {
         be->round_bf16((size_t)io->B * cdp_shape_n(ly->xs), io->x, w->x);
         io->x = w->x;
@@ -205,16 +233,16 @@ static void lowp_operands(const cdp_backend *be, const cdp_model *m, const cdp_l
 
 /* a forward call's inputs in float32 and its output's float32 copy; returns
  * the output's storage, where lowp_store puts the result */
-static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
-                              const lowp_ws *w, cdp_layer_io *io)
+static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, int l,
+                              const cdp_layer *ly, const lowp_ws *w, cdp_layer_io *io)
 {
     float *store = io->y;
-    io->x = widen(be, m, ly->in, io->x, w->x, io->B);
+    lowp_input(be, m, ly, w, io);
     if (ly->in2 >= 0)
         io->x2 = widen(be, m, ly->in2, io->x2, w->x2, io->B);
     if (stored_lowp(m, ly->out))   /* in place: on the widened input */
         io->y = ops_of(ly)->storage == CDP_STORAGE_IN_PLACE ? (float *)io->x : w->y;
-    lowp_operands(be, m, ly, w, io);
+    lowp_operands(be, m, l, ly, w, io);
     return store;
 }
 
@@ -261,7 +289,7 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         io.ctx = ctx_or_none(ctx);
         io.layer_index = j;
         double t0 = cdp_layer_times_begin(lt, be);
-        float *store = lw.params ? lowp_forward_io(be, m, ly, &lw, &io) : NULL;
+        float *store = lw.params ? lowp_forward_io(be, m, l, ly, &lw, &io) : NULL;
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
         if (lw.params)
             lowp_store(be, m, ly, &io, store);
@@ -417,14 +445,18 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             const lowp_ws lw = lowp_ws_of(r->be, m, r->ws, B);
             if (lw.params) {
                 if (ops->reads_input || ops->fuses_relu) {
-                    io.x = widen(r->be, m, ly->in, io.x, lw.x, B);
+                    lowp_input(r->be, m, ly, &lw, &io);
                     if (ly->in2 >= 0)
                         io.x2 = widen(r->be, m, ly->in2, io.x2, lw.x2, B);
                 }
                 if (ops->reads_output)
                     io.y = widen(r->be, m, ly->out, io.y, lw.y, B);
-                lowp_operands(r->be, m, ly, &lw, &io);
-                if (ops->lowp_operands) {
+                lowp_operands(r->be, m, l, ly, &lw, &io);
+                if (ops->lowp_operands && reads_bf16(r->be, ly)) {
+                    uint16_t *dy16 = (uint16_t *)lw.dy;
+                    r->be->bf16_pack((size_t)B * cdp_shape_n(ly->ys), io.dy, dy16);
+                    io.dy16 = dy16;
+                } else if (ops->lowp_operands) {
                     r->be->round_bf16((size_t)B * cdp_shape_n(ly->ys), io.dy, lw.dy);
                     io.dy = lw.dy;
                 }

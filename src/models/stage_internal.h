@@ -5,6 +5,7 @@
 #define CDP_MODELS_STAGE_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "models/model.h"
 
 /* Where the layers' scratch starts in the workspace, in floats: after the
@@ -27,5 +28,16 @@ size_t cdp_stage_layout_tensors(cdp_model *m, int l);
 /* Floats per sample of gradient buffers stage l's backward needs (a dry
  * run of its backward's buffer assignment). */
 size_t cdp_stage_bwd_plan(const cdp_model *m, int l);
+
+/* --precision bf16 (lowp_cache.c): the weights of stage l's products (the
+ * lowp_params of its layers) in bfloat16 storage, at their offsets in the
+ * stage's parameters p, for the parameters whose contents tag names
+ * (cdp_layer_ctx.params_tag): packed once per tag, kept for the last two
+ * tags of the stage (cdp-v2's workers use two versions at once); tag 0:
+ * layer j's alone, packed again at every call.  The backend's memory;
+ * freed with the model. */
+const uint16_t *cdp_lowp_weights(const cdp_backend *be, const cdp_model *m, int l, int j,
+                                 const float *p, uint64_t tag);
+void cdp_lowp_cache_free(cdp_model *m);
 
 #endif

@@ -66,8 +66,15 @@ static size_t save_per_sample(const cdp_layer *ly)
  * --precision bf16 then the float32 QKV, P and O (the forward's) */
 static size_t ws_floats(const cdp_layer *ly, const cdp_backend *be, int B)
 {
-    (void)be;
-    return (size_t)B * kept_per_sample(ly) * (ly->lowp ? 2 : 1);
+    size_t n = (size_t)B * kept_per_sample(ly) * (ly->lowp ? 2 : 1);
+    if (ly->lowp && be->bf16) {   /* bwd16's: dO, dQKV, dP, P and three packed */
+        dims z = dims_of(ly);
+        const size_t rd = (size_t)B * z.T * z.D, ps = (size_t)B * z.H * z.T * z.T;
+        const size_t n16 = rd + (rd + 1) / 2 + 3 * rd + (3 * rd + 1) / 2 + 2 * ps + (ps + 1) / 2;
+        if (n16 > n)
+            n = n16;
+    }
+    return n;
 }
 
 /* --precision bf16: the operands of the products inside, rounded in place
@@ -101,9 +108,16 @@ static views views_of(const cdp_layer *ly, const cdp_layer_io *io, float *kept)
     return v;
 }
 
+static void fwd16(const cdp_layer *ly, const cdp_layer_io *io);
+static void bwd16(const cdp_layer *ly, const cdp_layer_io *io);
+
 static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     (void)train;
+    if (io->p16) {
+        fwd16(ly, io);
+        return;
+    }
     const cdp_backend *be = io->be;
     dims z = dims_of(ly);
     views v = views_of(ly, io, ly->lowp ? io->ws : io->save);
@@ -133,6 +147,10 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 
 static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 {
+    if (io->p16) {
+        bwd16(ly, io);
+        return;
+    }
     const cdp_backend *be = io->be;
     dims z = dims_of(ly);
     const size_t nkept = (size_t)io->B * kept_per_sample(ly);
@@ -179,6 +197,104 @@ static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
     CDP_LINEAR_BWD(io)(R, z.D, D3, io->x, v.w_in, dqkv, io->dx, g_win, g_bin, 0, io->accumulate);
 }
 
+/* ---- --precision bf16 on a backend with bfloat16 kernels (io->p16): QKV,
+ * P and O are kept in bfloat16 storage and every product reads its
+ * operands there (be->bf16), with no float32 copy of the saved area; the
+ * same roundings as fwd and bwd above (doc/reference.md section 3.12). */
+
+typedef struct views16 {
+    const uint16_t *w_in, *w_out;
+    uint16_t *qkv, *P, *O;
+} views16;
+
+static views16 views16_of(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    dims z = dims_of(ly);
+    const size_t D = (size_t)z.D, B = (size_t)io->B;
+    views16 v;
+    v.w_in = io->p16;
+    v.w_out = io->p16 + 3 * D * D + 3 * D;
+    v.qkv = (uint16_t *)io->save;
+    v.P = v.qkv + B * z.T * 3 * D;
+    v.O = v.P + B * z.H * z.T * z.T;
+    return v;
+}
+
+static void fwd16(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    const cdp_backend *be = io->be;
+    const cdp_bf16_kernels *k = be->bf16;
+    dims z = dims_of(ly);
+    const views v = views_of(ly, io, io->ws);   /* float32: QKV, the scores, O */
+    const views16 h16 = views16_of(ly, io);
+    const int R = io->B * z.T, D3 = 3 * z.D;
+    const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3, Ps = (size_t)z.H * TT;
+    k->linear_fwd(R, z.D, D3, io->x, io->x16, h16.w_in, v.b_in, v.qkv, 0);
+    be->bf16_pack((size_t)R * D3, v.qkv, h16.qkv);
+    for (int h = 0; h < z.H; h++) {
+        const uint16_t *q = h16.qkv + (size_t)h * z.d;
+        k->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f / sqrtf((float)z.d), q, D3, qs, q + z.D, D3,
+                        qs, v.P + h * TT, z.T, Ps, io->B);
+    }
+    be->softmax_fwd(io->B * z.H * z.T, z.T, v.P);
+    be->bf16_pack((size_t)io->B * Ps, v.P, h16.P);
+    for (int h = 0; h < z.H; h++) {
+        const uint16_t *q = h16.qkv + (size_t)h * z.d;
+        k->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, h16.P + h * TT, z.T, Ps, q + 2 * z.D, D3, qs,
+                        v.O + (size_t)h * z.d, z.D, (size_t)z.T * z.D, io->B);
+    }
+    be->bf16_pack((size_t)R * z.D, v.O, h16.O);
+    k->linear_fwd(R, z.D, z.D, NULL, h16.O, h16.w_out, v.b_out, io->y, 0);
+}
+
+static void bwd16(const cdp_layer *ly, const cdp_layer_io *io)
+{
+    const cdp_backend *be = io->be;
+    const cdp_bf16_kernels *k = be->bf16;
+    dims z = dims_of(ly);
+    const views16 v = views16_of(ly, io);
+    const int R = io->B * z.T, D3 = 3 * z.D;
+    const size_t D = (size_t)z.D, rd = (size_t)R * D;
+    const size_t TT = (size_t)z.T * z.T, qs = (size_t)z.T * D3, os = (size_t)z.T * z.D;
+    const size_t Ps = (size_t)z.H * TT, ps = (size_t)io->B * Ps;
+    float *dO = io->ws;
+    uint16_t *dO16 = (uint16_t *)(dO + rd);
+    float *dqkv = dO + rd + (rd + 1) / 2;
+    uint16_t *dqkv16 = (uint16_t *)(dqkv + 3 * rd);
+    float *dP = dqkv + 3 * rd + (3 * rd + 1) / 2, *P = dP + ps;
+    uint16_t *dS16 = (uint16_t *)(P + ps);
+    float *g_win = io->g, *g_bin = g_win + 3 * D * D, *g_wout = g_bin + 3 * D,
+          *g_bout = g_wout + D * D;
+
+    k->linear_bwd(R, z.D, z.D, NULL, v.O, v.w_out, io->dy16, dO, g_wout, g_bout, 0,
+                  io->accumulate);
+    be->bf16_pack(rd, dO, dO16);
+    for (int h = 0; h < z.H; h++) {
+        const size_t ho = (size_t)h * z.d;
+        const uint16_t *q = v.qkv + ho, *dOh = dO16 + ho;
+        /* dP = dO V^T, dV = P^T dO */
+        k->gemm_batched(0, 1, z.T, z.T, z.d, 1.0f, dOh, z.D, os, q + 2 * z.D, D3, qs,
+                        dP + h * TT, z.T, Ps, io->B);
+        k->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, v.P + h * TT, z.T, Ps, dOh, z.D, os,
+                        dqkv + ho + 2 * z.D, D3, qs, io->B);
+    }
+    be->bf16_unpack(ps, v.P, P);
+    be->softmax_bwd(io->B * z.H * z.T, z.T, 1.0f / sqrtf((float)z.d), P, dP);
+    be->bf16_pack(ps, dP, dS16);
+    for (int h = 0; h < z.H; h++) {
+        const size_t ho = (size_t)h * z.d;
+        const uint16_t *q = v.qkv + ho, *dS = dS16 + h * TT;
+        /* dQ = dS K, dK = dS^T Q */
+        k->gemm_batched(0, 0, z.T, z.d, z.T, 1.0f, dS, z.T, Ps, q + z.D, D3, qs, dqkv + ho, D3,
+                        qs, io->B);
+        k->gemm_batched(1, 0, z.T, z.d, z.T, 1.0f, dS, z.T, Ps, q, D3, qs, dqkv + ho + z.D, D3,
+                        qs, io->B);
+    }
+    be->bf16_pack(3 * rd, dqkv, dqkv16);
+    k->linear_bwd(R, z.D, D3, io->x, io->x16, v.w_in, dqkv16, io->dx, g_win, g_bin, 0,
+                  io->accumulate);
+}
+
 static double flops(const cdp_layer *ly, int B, int need_dx)
 {
     dims z = dims_of(ly);
@@ -199,7 +315,7 @@ static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
 const cdp_layer_ops cdp_attention_ops = {
     .name = "attention", .shape = shape, .params = params, .save_per_sample = save_per_sample,
     .fwd = fwd, .bwd = bwd, .reads_input = 1, .lowp_operands = 1,
-    .lowp_params = 1u << 0 | 1u << 2, .flops = flops,
+    .lowp_params = 1u << 0 | 1u << 2, .reads_bf16 = 1, .flops = flops,
     .ws_floats = ws_floats,
     .accumulate_exact = accumulate_exact,
 };

@@ -54,6 +54,11 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     (void)train;
     const int in = in_features(ly), out = out_features(ly);
+    if (io->p16) {   /* --precision bf16 on bfloat16 storage (nn.h, reads_bf16) */
+        io->be->bf16->linear_fwd(rows(ly, io->B), in, out, io->x, io->x16, io->p16,
+                                 io->p + (size_t)in * out, io->y, ly->fuse_relu);
+        return;
+    }
     CDP_LINEAR_FWD(io)(rows(ly, io->B), in, out, io->x, io->p, io->p + (size_t)in * out, io->y,
                        ly->fuse_relu);
 }
@@ -61,6 +66,12 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 static void bwd(const cdp_layer *ly, const cdp_layer_io *io)
 {
     const int in = in_features(ly), out = out_features(ly);
+    if (io->p16) {
+        io->be->bf16->linear_bwd(rows(ly, io->B), in, out, io->x, io->x16, io->p16, io->dy16,
+                                 io->dx, io->g, io->g + (size_t)in * out, io->relu_dx,
+                                 io->accumulate);
+        return;
+    }
     CDP_LINEAR_BWD(io)(rows(ly, io->B), in, out, io->x, io->p, io->dy, io->dx, io->g,
                        io->g + (size_t)in * out, io->relu_dx, io->accumulate);
 }
@@ -81,5 +92,6 @@ static int accumulate_exact(const cdp_layer *ly, const cdp_backend *be, int B)
 
 const cdp_layer_ops cdp_linear_ops = {
     .name = "linear", .fuses_relu = 1, .shape = shape, .params = params, .fwd = fwd, .bwd = bwd,
-    .reads_input = 1, .lowp_operands = 1, .lowp_params = 1u, .flops = flops, .accumulate_exact = accumulate_exact,
+    .reads_input = 1, .lowp_operands = 1, .lowp_params = 1u, .reads_bf16 = 1, .flops = flops,
+    .accumulate_exact = accumulate_exact,
 };

@@ -113,6 +113,10 @@ typedef struct cdp_layer_ctx {
     uint64_t seed;        /* the run's seed (--seed) */
     int64_t step;         /* the optimizer step, from 0 */
     int64_t sample0;      /* the micro-batch's first sample within the step (worker i: i * B) */
+    uint64_t params_tag;  /* nonzero: names the parameters' contents (the same tag, the
+                           * same values: the executor's run and version), so that
+                           * --precision bf16 rounds each version's weights once; 0:
+                           * unknown, rounded at every call */
 } cdp_layer_ctx;
 
 /* Everything a forward or backward call gets.  p: the layer's trainable
@@ -137,6 +141,13 @@ typedef struct cdp_layer_io {
     int lowp;             /* 1 under --precision bf16: the stage has rounded x, the lowp
                            * weights and dy already; a layer with products inside
                            * (attention) rounds their other operands itself */
+    /* --precision bf16 on a backend with bfloat16 kernels (be->bf16), for a
+     * layer that reads_bf16: its input's bfloat16 storage (NULL: x, rounded
+     * floats), its lowp_params weights in bfloat16 storage at the offsets
+     * they have in p (p holds the float32 parameters), and in the backward
+     * its output's gradient rounded, in bfloat16 storage (dy is then not
+     * rounded) */
+    const uint16_t *x16, *p16, *dy16;
 } cdp_layer_io;
 
 /* Where a layer's output lives. */
@@ -194,6 +205,10 @@ typedef struct cdp_layer_ops {
     /* bit k set: parameter k (ops->params' order) is a weight of the
      * products, rounded to bfloat16 under --precision bf16 */
     unsigned lowp_params;
+    /* 1: under --precision bf16 on a backend with bfloat16 kernels, reads
+     * x16, p16 and dy16 (cdp_layer_io) in place of x, its rounded weights
+     * and dy, so that the stage neither widens nor rounds them */
+    int reads_bf16;
     /* forward + backward FLOPs for B samples, with or without dx */
     double (*flops)(const cdp_layer *ly, int B, int need_dx);
     /* scratch in floats for B samples (NULL: none) */
