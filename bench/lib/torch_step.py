@@ -3,6 +3,8 @@
 micro > 1, gradient accumulation over micro equal slices of the batch, each
 loss divided by micro, then one optimizer step; and the options the CPU
 round-robin scripts share."""
+import statistics
+
 import torch.nn.functional as F
 
 
@@ -40,3 +42,12 @@ def parse_round_robin_args(ap, prog):
         raise SystemExit(f"{prog}: bad --shape {a.shape} (CxHxW)")
     a.shape = shape
     return a
+
+
+def print_medians(tag, model, batch, configs, res):
+    """One line per configuration: the median of its rounds' step times and
+    their range (res: configuration name -> the rounds' step times)."""
+    for c in configs:
+        v = res[c["name"]]
+        print(f"{tag} model={model} batch={batch} config={c['name']} "
+              f"step_s={statistics.median(v):.4f} min={min(v):.4f} max={max(v):.4f}", flush=True)

@@ -36,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
-from torch_step import add_round_robin_args, parse_round_robin_args, train_step  # noqa: E402
+from torch_step import (add_round_robin_args, parse_round_robin_args, print_medians,  # noqa: E402
+                        train_step)
 
 
 def parse_config(text):
@@ -95,10 +96,7 @@ def main():
             res[c["name"]].append(s)
             print(f"AUTOCAST model={a.model} batch={a.batch} config={c['name']} rep={rep + 1} "
                   f"step_s={s:.4f}", flush=True)
-    for c in configs:
-        v = res[c["name"]]
-        print(f"AUTOCASTSUM model={a.model} batch={a.batch} config={c['name']} "
-              f"step_s={statistics.median(v):.4f} min={min(v):.4f} max={max(v):.4f}", flush=True)
+    print_medians("AUTOCASTSUM", a.model, a.batch, configs, res)
 
 
 if __name__ == "__main__":

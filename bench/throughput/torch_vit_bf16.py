@@ -32,8 +32,10 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
+from torch_step import print_medians  # noqa: E402
 
 
 def parse_config(text):
@@ -89,10 +91,7 @@ def main():
             res[c["name"]].append(s)
             print(f"TORCHREP model={a.model} batch={a.batch} config={c['name']} rep={rep + 1} "
                   f"step_s={s:.4f}", flush=True)
-    for c in configs:
-        v = res[c["name"]]
-        print(f"TORCH model={a.model} batch={a.batch} config={c['name']} "
-              f"step_s={statistics.median(v):.4f} min={min(v):.4f} max={max(v):.4f}", flush=True)
+    print_medians("TORCH", a.model, a.batch, configs, res)
 
 
 if __name__ == "__main__":
