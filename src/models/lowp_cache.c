@@ -1,7 +1,7 @@
-/* --precision bf16's weight copies (doc/reference.md section 3.12): each
- * stage's GEMM and convolution weights rounded and packed to bfloat16
- * storage once per parameter version, not at every micro-batch's forward
- * and backward.
+/* --precision bf16's weight copies (doc/reference.md section 3.12): the
+ * weights of each stage's layers that read bfloat16 storage (Linear,
+ * attention) rounded and packed once per parameter version, not at every
+ * micro-batch's forward and backward.
  *
  * A copy is named by the tag of the parameters it was made from
  * (cdp_layer_ctx.params_tag: the executor's run and the version) and their
@@ -30,14 +30,16 @@ struct cdp_lowp_cache {
     lowp_copy copy[CDP_MAX_STAGES][SLOTS];
 };
 
-/* layers [j0, j1)'s weights */
+/* the weights of layers [j0, j1) that read them in bfloat16 storage
+ * (reads_bf16: a convolution rounds its own, and a ResNet stage's would be
+ * packed for nothing) */
 static void pack(const cdp_backend *be, const cdp_model *m, int j0, int j1, const float *p,
                  uint16_t *w)
 {
     for (int j = j0; j < j1; j++) {
         const cdp_layer *ly = &m->layers[j];
         const cdp_layer_ops *ops = cdp_layer_ops_of(ly->kind);
-        if (!ops->params || !ops->lowp_params)
+        if (!ops->params || !ops->lowp_params || !ops->reads_bf16)
             continue;
         cdp_param_desc d[8];
         const int nd = ops->params(ly, d);
