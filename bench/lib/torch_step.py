@@ -4,7 +4,9 @@ micro > 1, gradient accumulation over micro equal slices of the batch, each
 loss divided by micro, then one optimizer step; and the options the CPU
 round-robin scripts share."""
 import statistics
+import time
 
+import torch
 import torch.nn.functional as F
 
 
@@ -42,6 +44,30 @@ def parse_round_robin_args(ap, prog):
         raise SystemExit(f"{prog}: bad --shape {a.shape} (CxHxW)")
     a.shape = shape
     return a
+
+
+def time_round_robin(tags, model, batch, configs, steps_of, reps, warmup, steps):
+    """reps rounds over the configurations in turn; each: torch threads set
+    to its "threads", warmup untimed steps, then steps timed one by one
+    (steps_of[i]: configuration i's one step).  Prints each round's median
+    as a TAG line (tags: (the rounds' tag, the summary's tag)) and then the
+    summary lines of print_medians."""
+    res = {c["name"]: [] for c in configs}
+    for rep in range(reps):
+        for c, step in zip(configs, steps_of):
+            torch.set_num_threads(c["threads"])
+            for _ in range(warmup):
+                step()
+            times = []
+            for _ in range(steps):
+                t = time.perf_counter()
+                step()
+                times.append(time.perf_counter() - t)
+            s = statistics.median(times)
+            res[c["name"]].append(s)
+            print(f"{tags[0]} model={model} batch={batch} config={c['name']} rep={rep + 1} "
+                  f"step_s={s:.4f}", flush=True)
+    print_medians(tags[1], model, batch, configs, res)
 
 
 def print_medians(tag, model, batch, configs, res):

@@ -26,9 +26,7 @@ then per configuration the median over the rounds
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -36,8 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
-from torch_step import (add_round_robin_args, parse_round_robin_args, print_medians,  # noqa: E402
-                        train_step)
+from torch_step import (add_round_robin_args, parse_round_robin_args,  # noqa: E402
+                        time_round_robin, train_step)
 
 
 def parse_config(text):
@@ -79,24 +77,10 @@ def main():
     a = parse_round_robin_args(ap, "torch_autocast.py")
     configs = [parse_config(c) for c in a.configs.replace(",", " ").split()]
     trainers = [Trainer(a, c) for c in configs]
-    res = {c["name"]: [] for c in configs}
     print(f"# torch {torch.__version__}, mkldnn available {torch.backends.mkldnn.is_available()}, "
           f"threads available {torch.get_num_threads()}", flush=True)
-    for rep in range(a.reps):
-        for c, tr in zip(configs, trainers):
-            torch.set_num_threads(c["threads"])
-            for _ in range(a.warmup):
-                tr.step()
-            steps = []
-            for _ in range(a.steps):
-                t = time.perf_counter()
-                tr.step()
-                steps.append(time.perf_counter() - t)
-            s = statistics.median(steps)
-            res[c["name"]].append(s)
-            print(f"AUTOCAST model={a.model} batch={a.batch} config={c['name']} rep={rep + 1} "
-                  f"step_s={s:.4f}", flush=True)
-    print_medians("AUTOCASTSUM", a.model, a.batch, configs, res)
+    time_round_robin(("AUTOCAST", "AUTOCASTSUM"), a.model, a.batch, configs,
+                     [tr.step for tr in trainers], a.reps, a.warmup, a.steps)
 
 
 if __name__ == "__main__":

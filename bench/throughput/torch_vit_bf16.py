@@ -25,9 +25,7 @@ Output: per configuration and round
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -35,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "torch"))
 from torch_model_reference import build_model  # noqa: E402
-from torch_step import print_medians  # noqa: E402
+from torch_step import time_round_robin  # noqa: E402
 
 
 def parse_config(text):
@@ -71,27 +69,21 @@ def main():
         models.append((m, torch.optim.SGD(m.parameters(), lr=0.03, momentum=0.9)))
     print(f"# torch {torch.__version__}, mkldnn {torch.backends.mkldnn.is_available()}, "
           f"bf16 autocast on the CPU", flush=True)
-    res = {c["name"]: [] for c in configs}
     loss_fn = torch.nn.CrossEntropyLoss()
-    for rep in range(a.reps):
-        for c, (m, opt) in zip(configs, models):
-            torch.set_num_threads(c["threads"])
+
+    def stepper(c, m, opt):
+        def step():
             with torch.backends.mkldnn.flags(enabled=c["mkldnn"]):
-                times = []
-                for k in range(a.warmup + a.steps):
-                    t0 = time.perf_counter()
-                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=c["bf16"]):
-                        loss = loss_fn(m(x), y)
-                    loss.backward()
-                    opt.step()
-                    opt.zero_grad()
-                    if k >= a.warmup:
-                        times.append(time.perf_counter() - t0)
-            s = statistics.median(times)
-            res[c["name"]].append(s)
-            print(f"TORCHREP model={a.model} batch={a.batch} config={c['name']} rep={rep + 1} "
-                  f"step_s={s:.4f}", flush=True)
-    print_medians("TORCH", a.model, a.batch, configs, res)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=c["bf16"]):
+                    loss = loss_fn(m(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        return step
+
+    time_round_robin(("TORCHREP", "TORCH"), a.model, a.batch, configs,
+                     [stepper(c, m, opt) for c, (m, opt) in zip(configs, models)], a.reps,
+                     a.warmup, a.steps)
 
 
 if __name__ == "__main__":
