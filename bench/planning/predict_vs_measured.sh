@@ -3,9 +3,10 @@
 #
 #     nice bench/planning/predict_vs_measured.sh [BUILD_DIR]
 #
-# For each model of MODELS (B samples a worker, one worker a rank):
-#  1. the machine: REPS dp runs of 3 x STEPS steps in three segments
-#     (--log-every STEPS) on NP ranks with --layer-times-out write the
+# For each model of MODELS (B samples a worker, one worker a rank; MODEL@K:
+# runs of K steps for that model, else STEPS):
+#  1. the machine: REPS dp runs of 3 x K steps in three segments
+#     (--log-every K) on NP ranks with --layer-times-out write the
 #     layer rows of the later segments and the start cost (the first
 #     segment's time beyond the later ones' median), measured under the same sharing
 #     of the cores as the runs below (NP ranks on this machine), each
@@ -17,8 +18,8 @@
 #     measured as in 1 on the two hosts at that rate, then cdp_netmeasure
 #     there fills in the host link, and ranks_per_host is set to 1 (python3);
 # and for each rule in RULES: the prediction (cdp_run --plan --plan-ranks
-# NP --workers NP --plan-steps STEPS --machine FILE: step_s) and REPS
-# measured runs of STEPS steps (the rules' runs taking turns) (cdp_run --quiet: step_time_s, the same
+# NP --workers NP --plan-steps K --machine FILE: step_s) and REPS
+# measured runs of K steps (the rules' runs taking turns) (cdp_run --quiet: step_time_s, the same
 # figure: training time / steps of one segment, fill and drain included),
 # their median, and predicted / measured.  Result lines (bench_result):
 #     result planning "<model> <where> <rule>" predicted_step_s|measured_step_s|ratio
@@ -32,16 +33,18 @@
 # the emulated hosts; without it those rows are skipped (hosts.sh exits 77).
 #
 # environment (defaults):
-#   MODELS ["mlp:784-256-128-10 resnet20"]  B [32]  STEPS [8]  REPS [3]
+#   MODELS ["mlp:784-256-128-10@64 resnet20@8"]  B [32]  STEPS [8]  REPS [3]
 #   RULES ["dp cdp-v2"]  SHM_RANKS ["1 2 3 4"]  RATES ["1gbit 300mbit 100mbit"]
 #   TIE [0.05]  TIMEOUT [300]
 #   OUT (keep the machine files and logs there)
+# (The MLP's steps take about 1 ms: in 8 of them its start cost, which moves
+# by half from run to run, is most of what a run measures.)
 # Smoke (~2 min): MODELS=mlp:784-256-128-10 RATES=100mbit REPS=1 bench/planning/predict_vs_measured.sh
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/common.sh"
-MODELS=${MODELS:-"mlp:784-256-128-10 resnet20"}
+MODELS=${MODELS:-"mlp:784-256-128-10@64 resnet20@8"}
 B=${B:-32}
 STEPS=${STEPS:-8}
 REPS=${REPS:-3}
@@ -59,11 +62,15 @@ HOSTS_SH=$bench_top/tests/lib/hosts.sh
 # BLAS kernel choice goes along, or the ranks refuse to mix kernels
 blas_env=
 for v in OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; do [ -n "${!v:-}" ] && blas_env="$blas_env -x $v"; done
-common="--data synthetic --batch $B --steps $STEPS --eval-every 0 --threads 1"
-# the profiling runs: three segments of STEPS steps (the machine file's
-# rows from the later two, its start_s the first one's extra)
-profile="--data synthetic --batch $B --steps $((3 * STEPS)) --log-every $STEPS --metrics /dev/null \
+# set_steps K: the measured runs of K steps, the profiling runs of three
+# segments of K steps (the machine file's rows from the later two, its
+# start_s the first one's extra)
+set_steps() {
+    steps=$1
+    common="--data synthetic --batch $B --steps $steps --eval-every 0 --threads 1"
+    profile="--data synthetic --batch $B --steps $((3 * steps)) --log-every $steps --metrics /dev/null \
  --eval-every 0 --threads 1"
+}
 
 # median_rows OUT FILE...: the machine files of REPS profiling runs as one,
 # each figure of the compute part their median (the load of a shared
@@ -125,7 +132,7 @@ one() {
     done
     for rule in $RULES; do
         pred=$("$CDP" --plan --plan-ranks "$np" --workers "$np" --model "$model" --data synthetic \
-                   --batch "$B" --rule "$rule" --plan-steps "$STEPS" --machine "$machine" 2>>"$tmp/log" |
+                   --batch "$B" --rule "$rule" --plan-steps "$steps" --machine "$machine" 2>>"$tmp/log" |
                sed -n "s/^predict: rule=$rule .* step_s=\([^ ]*\) .*/\1/p")
         cp "$tmp/m-$rule" "$tmp/m"
         meas=$(median <"$tmp/m")
@@ -151,7 +158,10 @@ one() {
 bench_header
 echo "# links measured by cdp_netmeasure (shared memory on NP ranks; the host link at each rate)"
 : >"$tmp/table"
-for model in $MODELS; do
+for spec in $MODELS; do
+    model=${spec%@*}
+    case $spec in *@*) set_steps "${spec##*@}" ;; *) set_steps "$STEPS" ;; esac
+    echo "# $model: runs of $steps steps"
     for np in $SHM_RANKS; do
         for r in $(seq "$REPS"); do
             timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \

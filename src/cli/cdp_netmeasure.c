@@ -20,14 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "exec/comm.h"
 #include "io/machine_file.h"
 #include "sched/net_fit.h"
 
 #define MAX_SIZES 32
 #define BURST 100         /* small messages a burst: the gap is its time / BURST */
-/* an exchange taking this much longer than one way: half duplex (1 on a
- * link with a direction each, 2 on one shared; between, the nearer) */
-#define HALF_DUPLEX_RATIO 1.5
 
 typedef struct opts {
     char in[4096], out[4096];
@@ -192,7 +190,8 @@ static double burst_gap(int me, int a, int b, char *buf, double one_way, int rep
 static int measure(int me, int a, int b, const char *what, const opts *o, char *buf,
                    cdp_link_cost *l, char *err, size_t errlen)
 {
-    double bytes[MAX_SIZES], t[MAX_SIZES + 2];
+    /* t: the one-way times by size, then the gap, then the exchanges by size */
+    double bytes[MAX_SIZES], t[2 * MAX_SIZES + 1];
     int n = 0, pair = me == a || me == b, large = o->reps / 4 > 3 ? o->reps / 4 : 3;
     if (pair) pingpong(me, a, b, buf, 1024, 10, 0);   /* the connection is made on first use */
     for (long s = 8; n < MAX_SIZES; s = s < 1024 ? 1024 : s * 4) {
@@ -202,22 +201,29 @@ static int measure(int me, int a, int b, const char *what, const opts *o, char *
         if (s == o->max_bytes) break;
     }
     t[n] = pair ? burst_gap(me, a, b, buf, t[0], 3 * o->reps) : 0;
-    t[n + 1] = pair ? pingpong(me, a, b, buf, (int)o->max_bytes, large, 1) : 0;
-    MPI_Bcast(t, n + 2, MPI_DOUBLE, a, MPI_COMM_WORLD);
+    /* both ways at once, at every size the duplex share is taken over: over
+     * TCP whether Open MPI's two transfers overlap differs from one
+     * exchange to the next (1.0 or 2.0 times one way), so one size is not
+     * enough */
+    double *x = t + n + 1;
+    for (int k = 0; k < n; k++)
+        x[k] = pair && (bytes[k] >= CDP_NET_FIT_LARGE || k == n - 1)
+                   ? pingpong(me, a, b, buf, (int)bytes[k], bytes[k] >= 262144 ? large : 3 * o->reps, 1)
+                   : 0;
+    MPI_Bcast(t, 2 * n + 1, MPI_DOUBLE, a, MPI_COMM_WORLD);
     int bad = cdp_net_fit(bytes, t, n, t[n], l, err, errlen);
-    /* both ways at once at well under the one-way rate each: one shared
-     * link (a shaped or half-duplex one), rather than one per direction */
-    l->half_duplex = t[n + 1] > HALF_DUPLEX_RATIO * t[n - 1];
+    l->half_duplex = bad ? 0 : cdp_net_duplex_share(bytes, x, n, l);
     if (me == 0) {
-        printf("%s (ranks %d and %d): one-way time by message size\n", what, a, b);
-        for (int k = 0; k < n; k++)
-            printf("  %10.0f bytes  %.6g s  (%.4g B/s)\n", bytes[k], t[k], bytes[k] / t[k]);
+        printf("%s (ranks %d and %d): one-way time by message size; both ways at once\n", what, a, b);
+        for (int k = 0; k < n; k++) {
+            printf("  %10.0f bytes  %.6g s  (%.4g B/s)", bytes[k], t[k], bytes[k] / t[k]);
+            if (x[k] > 0) printf("  both ways %.6g s (%.2f x one way)", x[k], x[k] / t[k]);
+            printf("\n");
+        }
         printf("  gap between back-to-back 8-byte messages: %.6g s\n", t[n]);
-        printf("  both ways at once, %.0f bytes each: %.6g s (%.2f x one way)\n", bytes[n - 1],
-               t[n + 1], t[n + 1] / t[n - 1]);
         if (!bad)
-            printf("  fit: latency_s %.6g  per_message_s %.6g  bandwidth_Bps %.6g  half_duplex %s\n",
-                   l->latency_s, l->per_message_s, l->bandwidth_Bps, l->half_duplex ? "true" : "false");
+            printf("  fit: latency_s %.6g  per_message_s %.6g  bandwidth_Bps %.6g  half_duplex %.3g\n",
+                   l->latency_s, l->per_message_s, l->bandwidth_Bps, l->half_duplex);
     }
     if (bad) {
         char tmp[512];
@@ -319,6 +325,7 @@ static int run(int me, int P, const opts *o, char *err, size_t errlen)
 
 int main(int argc, char **argv)
 {
+    cdp_comm_preinit();   /* the links as cdp_run's ranks see them */
     MPI_Init(&argc, &argv);
     int me, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);

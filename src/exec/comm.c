@@ -8,6 +8,12 @@
 #include "exec/comm.h"
 #include "sched/schedule.h"
 
+void cdp_comm_preinit(void)
+{
+    /* Open MPI 4.1's default is send,put,inplace,need-ack,need-csum,hetero-rdma */
+    if (!getenv("OMPI_MCA_btl_tcp_flags")) setenv("OMPI_MCA_btl_tcp_flags", "send,inplace,need-ack,need-csum", 0);
+}
+
 /* Every rank's host name and CPU count, to all ranks; hosts numbered by
  * their lowest rank.  0, or -1 out of memory (on any rank: then on all). */
 static int gather_hosts(cdp_comm *c)

@@ -30,6 +30,14 @@ enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS
 /* Longest host name kept (longer ones are cut). */
 #define CDP_HOST_MAX 64
 
+/* Before MPI_Init: Open MPI's defaults that cdp changes, each only where
+ * the user has not set it (OMPI_MCA_* in the environment, as mpirun -x or
+ * --mca pass it on).  btl_tcp_flags without "put": with Open MPI 4's
+ * emulated put over TCP, two large messages sent both ways at once take
+ * turns (an exchange takes twice one way); without it they go together,
+ * as cdp's rings and the dp all-reduce send them. */
+void cdp_comm_preinit(void);
+
 /* What a rank is waiting for, in the schedule's terms, for the watchdog's
  * message: set by the waiter before cdp_comm_wait. */
 typedef struct cdp_comm_what {

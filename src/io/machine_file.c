@@ -91,10 +91,11 @@ static int read_link(const reader *r, const cdp_json *net, const char *key, cdp_
     if (get_num(r, o, where, "latency_s", 1, 0, 1e3, &l->latency_s)) return -1;
     l->per_message_s = 0;   /* optional: files written before it was measured */
     if (get_num(r, o, where, "per_message_s", 0, 0, 1e3, &l->per_message_s)) return -1;
+    /* optional: true / false (files written before it was a share) or 0..1 */
     const cdp_json *hd = cdp_json_get(o, "half_duplex");
-    if (hd && hd->type != CDP_JSON_BOOL)
-        return fail(r, "%s.half_duplex: expected true or false, got %s", where, cdp_json_type_name(hd->type));
-    l->half_duplex = hd ? hd->boolean : 0;
+    l->half_duplex = 0;
+    if (hd && hd->type == CDP_JSON_BOOL) l->half_duplex = hd->boolean;
+    else if (get_num(r, o, where, "half_duplex", 0, 0, 1, &l->half_duplex)) return -1;
     return get_num(r, o, where, "bandwidth_Bps", 1, 1, 1e15, &l->bandwidth_Bps);
 }
 
@@ -228,7 +229,9 @@ static void link_json(FILE *f, const char *key, const cdp_link_cost *l, const ch
     cdp_json_write_double(f, l->bandwidth_Bps);
     fprintf(f, ", \"per_message_s\": ");
     cdp_json_write_double(f, l->per_message_s);
-    fprintf(f, ", \"half_duplex\": %s}%s\n", l->half_duplex ? "true" : "false", tail);
+    fprintf(f, ", \"half_duplex\": ");
+    cdp_json_write_double(f, l->half_duplex);
+    fprintf(f, "}%s\n", tail);
 }
 
 void cdp_machine_write(FILE *f, const cdp_machine *m)

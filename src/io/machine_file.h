@@ -15,8 +15,9 @@ typedef struct cdp_link_cost {
     double latency_s;        /* alpha: seconds a message is in flight */
     double bandwidth_Bps;    /* 1/beta: bytes per second */
     double per_message_s;    /* o: seconds a message holds its link (and MPI) besides its bytes */
-    int half_duplex;         /* 1: the two directions share the bandwidth (measured: an exchange
-                              * moves each way at about half the one-way rate) */
+    double half_duplex;      /* 0..1: how much of a transfer's time the link's other direction
+                              * is held (0: full duplex; 1: the directions take turns; measured:
+                              * an exchange takes 1 + half_duplex times one way) */
 } cdp_link_cost;
 
 typedef struct cdp_network {

@@ -50,3 +50,19 @@ int cdp_net_fit(const double *bytes, const double *one_way_s, int n, double gap_
     out->latency_s = fixed - out->per_message_s;
     return 0;
 }
+
+double cdp_net_duplex_share(const double *bytes, const double *exchange_s, int n,
+                            const cdp_link_cost *fit)
+{
+    double sum = 0;
+    int k0 = 0, m = 0;
+    while (k0 < n - 1 && bytes[k0] < CDP_NET_FIT_LARGE) k0++;
+    for (int k = k0; k < n; k++) {
+        const double one_way = fit->latency_s + fit->per_message_s + bytes[k] / fit->bandwidth_Bps;
+        if (one_way > 0) {
+            sum += exchange_s[k] / one_way - 1;
+            m++;
+        }
+    }
+    return m ? fmin(1, fmax(0, sum / m)) : 0;
+}

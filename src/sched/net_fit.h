@@ -28,4 +28,16 @@
 int cdp_net_fit(const double *bytes, const double *one_way_s, int n, double gap_s,
                 cdp_link_cost *out, char *err, size_t errlen);
 
+/* The link's half_duplex share: how much of a transfer's time the other
+ * direction is held, the mean over the sizes of at least CDP_NET_FIT_LARGE
+ * bytes (the largest size alone when none is) of exchange_s / t - 1 (an
+ * exchange: both ends send that size at once; t: the fitted link's one-way
+ * time, latency_s + per_message_s + bytes / bandwidth_Bps), clamped to
+ * [0, 1]: 0 when an exchange takes one way's time, 1 when it takes two.
+ * Against the fit rather than the measured one-way time: a shaped link
+ * (a token bucket) sends a message of up to its burst faster when the
+ * other way was idle just before, as in a ping-pong, never in an exchange. */
+double cdp_net_duplex_share(const double *bytes, const double *exchange_s, int n,
+                            const cdp_link_cost *fit);
+
 #endif

@@ -20,11 +20,12 @@
 
 static int host_of(const cdp_network *n, int r) { return r / n->ranks_per_host; }
 
-/* A message of n bytes on link l: its per-message cost and its bytes,
- * `ways` of them at once when both directions share a half-duplex link. */
+/* A message of n bytes on link l: its per-message cost and its bytes; in
+ * an exchange (ways = 2) the other direction's message holds the link for
+ * half_duplex of its own time besides (1: the directions take turns). */
 static double occupancy(const cdp_link_cost *l, double n, int ways)
 {
-    return (l->half_duplex ? ways : 1) * (l->per_message_s + n / l->bandwidth_Bps);
+    return (1 + l->half_duplex * (ways - 1)) * (l->per_message_s + n / l->bandwidth_Bps);
 }
 
 /* One round of S ranks in which rank i sends n bytes to partner(i) (or
@@ -104,7 +105,7 @@ typedef struct rank_state {
     int tick, next, done;
     int *pend;               /* sends not yet waited for (message indices) */
     size_t npend, cappend;
-    double intra_free, intra_busy;
+    double intra_free, intra_in_free, intra_busy;   /* its shared-memory link: sending, receiving */
     int bytes_tick;          /* this rank's own link: bytes in its current tick */
     double tick_bytes;
 } rank_state;
@@ -214,36 +215,46 @@ static void count_bytes(sim *S, int r, int inter, int tick, double bytes)
     if (R->tick_bytes > S->link_peak) S->link_peak = R->tick_bytes;
 }
 
+/* A transfer over [start, start + d) holds its own direction of the links
+ * until its end, and the other direction (what the sender receives, what
+ * the receiver sends) for the link's half_duplex share h of d: of two
+ * messages sent both ways at once the second ends (1 + h) d after both
+ * began, as cdp_netmeasure's exchanges measure it. */
+static void hold_reverse(double *free_at, double start, double d, double h)
+{
+    if (h > 0) *free_at = fmax(*free_at, start + h * d);
+}
+
 /* both sides are known (or the message is eager): it goes when its links are free */
 static void transfer(sim *S, msg *m, double now, int eager)
 {
     const cdp_network *n = S->net;
     const int hs = host_of(n, m->src), hd = host_of(n, m->key.dst);
-    if (hs == hd) {
+    if (hs == hd) {   /* the sender's shared-memory link, and the receiver's where shared */
         rank_state *R = &S->R[m->src], *D = &S->R[m->key.dst];
-        const int half = n->intra.half_duplex;   /* the receiver's link is busy too */
+        const double h = n->intra.half_duplex;
         double start = fmax(now + (eager ? 0 : n->intra.latency_s),
-                            half ? fmax(R->intra_free, D->intra_free) : R->intra_free);
+                            h > 0 ? fmax(R->intra_free, D->intra_in_free) : R->intra_free);
         double d = occupancy(&n->intra, m->bytes, 1);
         R->intra_free = start + d;
         R->intra_busy += d;
-        if (half) {
-            D->intra_free = start + d;
-            D->intra_busy += d;
+        if (h > 0) {
+            D->intra_in_free = start + d;
+            hold_reverse(&R->intra_in_free, start, d, h);
+            hold_reverse(&D->intra_free, start, d, h);
+            D->intra_busy += h * d;
         }
         m->arrival = start + d + n->intra.latency_s;
     } else {   /* store and forward through the sender's and the receiver's host links */
-        const int half = n->inter.half_duplex;   /* a host's link: one way at a time */
+        const double h = n->inter.half_duplex;
         double start = fmax(now + (eager ? 0 : n->inter.latency_s),
                             fmax(S->egress_free[hs], S->ingress_free[hd]));
-        if (half) start = fmax(start, fmax(S->ingress_free[hs], S->egress_free[hd]));
         double d = occupancy(&n->inter, m->bytes, 1);
         S->egress_free[hs] = S->ingress_free[hd] = start + d;
         S->egress_busy[hs] += d;
-        if (half) {
-            S->ingress_free[hs] = S->egress_free[hd] = start + d;
-            S->egress_busy[hd] += d;
-        }
+        hold_reverse(&S->ingress_free[hs], start, d, h);
+        hold_reverse(&S->egress_free[hd], start, d, h);
+        S->egress_busy[hd] += h * d;
         m->arrival = start + d + n->inter.latency_s;
     }
     if (m->waiter >= 0) wake(S, m->waiter, m->arrival);

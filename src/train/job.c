@@ -61,6 +61,7 @@ void cdp_preinit(int argc, char **argv)
 {
     cdp_backend_cpu_preinit(argc, argv);   /* may re-execute the program */
     cdp_stop_signals_shield();   /* before MPI and OpenMP start threads */
+    cdp_comm_preinit();
 }
 
 int cdp_train_main(MPI_Comm mpi_comm, int argc, char **argv)

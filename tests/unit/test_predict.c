@@ -182,6 +182,55 @@ START_TEST(half_duplex_by_hand)
 }
 END_TEST
 
+/* A link with a half_duplex share h: the other direction is held for h of
+ * a message's time, so an exchange takes (1 + h) times one way.  dp on 2
+ * ranks, 2 steps of forward 1 s, backward 1 s and the all-reduce of 1e6
+ * bytes at 1e6 B/s (recursive doubling: one exchange, 1 + h s): 6 + 2h s.
+ * cdp-v1 on 2 stages sends point to point (the simulation's transfers, not
+ * the collectives' formula): h = 0 and h = 1 bound it, and h = 0.5 adds
+ * half of what the directions taking turns add. */
+START_TEST(duplex_share_by_hand)
+{
+    cdp_stage_cost st[2] = { { 1.0, 1.0, 0.0, 1e6, 0, 0, 0 }, { 1.0, 1.0, 0.0, 1e6, 0, 0, 0 } };
+    const double h[3] = { 0, 0.5, 1 };
+    double seg[3];
+    for (int k = 0; k < 3; k++) {
+        cdp_network n = net1(0);
+        n.inter.half_duplex = n.intra.half_duplex = h[k];
+        ck_assert_double_eq_tol(run(2, 1, 2, CDP_RULE_DP, 2, st, &n).segment_s, 6 + 2 * h[k], 1e-12);
+        seg[k] = run(2, 2, 2, CDP_RULE_CDP_V1, 2, st, &n).segment_s;
+    }
+    ck_assert_double_gt(seg[2], seg[0]);
+    ck_assert_double_eq_tol(seg[1], 0.5 * (seg[0] + seg[2]), 1e-12);
+    /* the collectives' formula: S = 2, 1e3 bytes, a = 1e-3: 1e-3 + 1.5 x 1e-3 */
+    cdp_network c = net1(1e-3);
+    c.inter.half_duplex = 0.5;
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e3, &c, NULL), 2.5e-3, 1e-15);
+}
+END_TEST
+
+/* cdp_netmeasure's duplex share: the mean over the sizes of 64 KiB and
+ * more of exchange / (the fitted link's one-way time) - 1 (smaller sizes,
+ * eager, do not count), clamped to [0, 1]; with no large size the largest
+ * one alone.  Link: a + o = 1e-5 s, 1e8 B/s: 65536 B 6.636e-4 s, 1 MiB
+ * 1.049576e-2 s one way. */
+START_TEST(duplex_share_of_measurements)
+{
+    const cdp_link_cost l = { 0.6e-5, 1e8, 0.4e-5, 0 };
+    double bytes[4] = { 8, 1024, 65536, 1048576 };
+    double ex[4] = { 9, 9, 1.2 * 6.6536e-4, 1.8 * 1.049576e-2 };   /* 0.2 and 0.8 */
+    ck_assert_double_eq_tol(cdp_net_duplex_share(bytes, ex, 4, &l), 0.5, 1e-12);
+    ex[2] *= 5;
+    ex[3] *= 5;
+    ck_assert_double_eq(cdp_net_duplex_share(bytes, ex, 4, &l), 1);
+    ex[2] = 0.9 * 6.6536e-4;
+    ex[3] = 0.9 * 1.049576e-2;
+    ck_assert_double_eq(cdp_net_duplex_share(bytes, ex, 4, &l), 0);
+    double ex2[2] = { 0, 1.5 * (1e-5 + 1024 / 1e8) };
+    ck_assert_double_eq_tol(cdp_net_duplex_share(bytes, ex2, 2, &l), 0.5, 1e-12);
+}
+END_TEST
+
 /* cdp_netmeasure's fit: times made from a = 1e-5 s, o = 2e-6 s and
  * b = 1e8 B/s (t = a + o + bytes/b) give them back; the bandwidth comes
  * from the sizes of 64 KiB and more only (the 1 KiB time, off the line,
@@ -279,6 +328,8 @@ START_TEST(machine_file_round_trip)
     ck_assert_double_eq(m.bwd_s[0], 0);
     ck_assert_int_eq(m.net.ranks_per_host, 2);
     ck_assert_double_eq(m.net.inter.bandwidth_Bps, 1.25e8);
+    ck_assert_double_eq(m.net.inter.half_duplex, 0);
+    m.net.inter.half_duplex = 0.375;
     FILE *f = fopen(path, "w");
     cdp_machine_write(f, &m);
     fclose(f);
@@ -287,9 +338,19 @@ START_TEST(machine_file_round_trip)
     ck_assert_double_eq(back.bwd_s[1], 0.75);
     ck_assert_double_eq(back.loss_s, 0.5);
     ck_assert_double_eq(back.start_s, 0.125);
+    ck_assert_double_eq(back.net.inter.half_duplex, 0.375);
     ck_assert_str_eq(back.model, "mlp:4-2");
     cdp_machine_free(&m);
     cdp_machine_free(&back);
+    /* files written when half_duplex was true or false: 1 and 0 */
+    ck_assert_int_eq(cdp_machine_read(machine_text(
+        "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, \"update_s_per_param\": 0}, "
+        "\"network\": {\"ranks_per_host\": 1, \"intra_host\": {\"latency_s\": 0, \"bandwidth_Bps\": 1, "
+        "\"half_duplex\": false}, \"inter_host\": {\"latency_s\": 0, \"bandwidth_Bps\": 1, "
+        "\"half_duplex\": true}}}"), &m, err, sizeof err), 0);
+    ck_assert_double_eq(m.net.intra.half_duplex, 0);
+    ck_assert_double_eq(m.net.inter.half_duplex, 1);
+    cdp_machine_free(&m);
     unlink(path);
 }
 END_TEST
@@ -319,6 +380,14 @@ START_TEST(bad_machine_files)
           "{\"index\": 0, \"fwd_s\": 1, \"bwd_s\": 1}], \"update_s_per_param\": 0}, " NET "}",
           "layer 0 given twice" },
         { "{\"format\": \"cdp-machine-1\", \"format\": \"cdp-machine-1\"}", "given twice" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0}, \"network\": {\"ranks_per_host\": 1, \"intra_host\": "
+          "{\"latency_s\": 0, \"bandwidth_Bps\": 1, \"half_duplex\": 1.5}, \"inter_host\": "
+          "{\"latency_s\": 0, \"bandwidth_Bps\": 1}}}", "intra_host.half_duplex: 1.5 is out of range" },
+        { "{\"format\": \"cdp-machine-1\", \"compute\": {\"flops_per_s\": 1e10, "
+          "\"update_s_per_param\": 0}, \"network\": {\"ranks_per_host\": 1, \"intra_host\": "
+          "{\"latency_s\": 0, \"bandwidth_Bps\": 1}, \"inter_host\": {\"latency_s\": 0, "
+          "\"bandwidth_Bps\": 1, \"half_duplex\": \"yes\"}}}", "inter_host.half_duplex: expected a number" },
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         cdp_machine m;
@@ -347,6 +416,8 @@ int main(void)
     tcase_add_test(tc, overlap_by_hand);
     tcase_add_test(tc, per_message_by_hand);
     tcase_add_test(tc, half_duplex_by_hand);
+    tcase_add_test(tc, duplex_share_by_hand);
+    tcase_add_test(tc, duplex_share_of_measurements);
     tcase_add_test(tc, net_fit_by_hand);
     tcase_add_test(tc, net_fit_one_size_delayed);
     tcase_add_test(tc, thousand_ranks);
