@@ -33,7 +33,7 @@
 # the emulated hosts; without it those rows are skipped (hosts.sh exits 77).
 #
 # environment (defaults):
-#   MODELS ["mlp:784-256-128-10@64 resnet20@8"]  B [32]  STEPS [8]  REPS [3]
+#   MODELS ["mlp:784-256-128-10@64 resnet20@16"]  B [32]  STEPS [8]  REPS [3]
 #   RULES ["dp cdp-v2"]  SHM_RANKS ["1 2 3 4"]  RATES ["1gbit 300mbit 100mbit"]
 #   TIE [0.05]  TIMEOUT [300]
 #   OUT (keep the machine files and logs there)
@@ -44,7 +44,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/common.sh"
-MODELS=${MODELS:-"mlp:784-256-128-10@64 resnet20@8"}
+MODELS=${MODELS:-"mlp:784-256-128-10@64 resnet20@16"}
 B=${B:-32}
 STEPS=${STEPS:-8}
 REPS=${REPS:-3}

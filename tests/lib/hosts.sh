@@ -68,6 +68,23 @@ hosts_skip() {
     return 77
 }
 
+# hosts_burst RATE: tbf's bucket for RATE (tc's units: bit, kbit, mbit,
+# gbit), in bytes: 1 ms at the rate, at least 8192.  A physical link sends
+# no faster than its rate after an idle moment; a bucket of 256 KB let a
+# ping-pong's messages of up to 256 KB go at twice the rate at 100 Mbit/s
+# (refilled while the reply came back) and none of an exchange's.
+hosts_burst() {
+    local r=${1,,} mult=1
+    case $r in
+        *gbit) mult=1000000000; r=${r%gbit} ;;
+        *mbit) mult=1000000; r=${r%mbit} ;;
+        *kbit) mult=1000; r=${r%kbit} ;;
+        *bit) r=${r%bit} ;;
+        *) echo 262144; return ;;   # a unit this does not know: tc's own parse, the old bucket
+    esac
+    awk -v r="$r" -v m="$mult" 'BEGIN { b = r * m / 8 / 1000; if (b < 8192) b = 8192; printf "%d\n", b }'
+}
+
 hosts_shape() {   # NS DEV: the link's shaping on DEV's way out
     local ns=$1 dev=$2
     if [ -n "$HOSTS_DELAY$HOSTS_LOSS" ]; then
@@ -80,9 +97,9 @@ hosts_shape() {   # NS DEV: the link's shaping on DEV's way out
             return 1
         }
     elif [ -n "$HOSTS_RATE" ]; then
-        # a burst of 1 ms at the rate (at least 64 KB), and up to 50 ms of queue
-        ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$HOSTS_RATE" burst 256kb \
-            latency 50ms || return 1
+        # a burst of 1 ms at the rate, and up to 50 ms of queue
+        ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$HOSTS_RATE" \
+            burst "$(hosts_burst "$HOSTS_RATE")" latency 50ms || return 1
     fi
     return 0
 }
