@@ -4,24 +4,23 @@
 #     nice bench/planning/predict_vs_measured.sh [BUILD_DIR]
 #
 # For each model of MODELS (B samples a worker, one worker a rank; MODEL@K:
-# runs of K steps for that model, else STEPS):
-#  1. the machine: REPS dp runs of 3 x K steps in three segments
-#     (--log-every K) on NP ranks with --layer-times-out write the
-#     layer rows of the later segments and the start cost (the first
-#     segment's time beyond the later ones' median), measured under the same sharing
-#     of the cores as the runs below (NP ranks on this machine), each
-#     figure the median of the REPS runs' (python3);
-#  2. shared memory, NP in SHM_RANKS: cdp_netmeasure on NP ranks fills in
-#     the shared-memory link (NP = 1: no link is used);
-#  3. emulated hosts (tests/lib/hosts.sh, 2 hosts x 1 rank, each host's
-#     link shaped with --rate RATE, for RATE in RATES): the machine
-#     measured as in 1 on the two hosts at that rate, then cdp_netmeasure
-#     there fills in the host link, and ranks_per_host is set to 1 (python3);
-# and for each rule in RULES: the prediction (cdp_run --plan --plan-ranks
-# NP --workers NP --plan-steps K --machine FILE: step_s) and REPS
-# measured runs of K steps (the rules' runs taking turns) (cdp_run --quiet: step_time_s, the same
-# figure: training time / steps of one segment, fill and drain included),
-# their median, and predicted / measured.  Result lines (bench_result):
+# runs of K steps for that model, else STEPS), on shared memory (NP in
+# SHM_RANKS ranks on this machine) and on emulated hosts (tests/lib/hosts.sh,
+# 2 hosts x 1 rank, each host's link shaped with --rate RATE, for RATE in
+# RATES), REPS rounds of, in turn:
+#  - a profiling run: dp, 3 x K steps in three segments (--log-every K),
+#    --layer-times-out: the layer rows of the later segments and the start
+#    cost (the first segment's time beyond the later ones' median), under
+#    the same sharing of the cores as the runs it predicts;
+#  - a measured run of K steps of each rule in RULES (cdp_run --quiet:
+#    step_time_s, training time / steps of one segment, fill and drain
+#    included);
+# then the machine file: each compute figure the median of the profiles',
+# and cdp_netmeasure, placed as the runs, fills in the link (NP = 1: none;
+# on the hosts ranks_per_host is then set to 1) (python3); and for each rule
+# the prediction (cdp_run --plan --plan-ranks NP --workers NP --plan-steps K
+# --machine FILE: step_s), the measured median, and predicted / measured.
+# Result lines (bench_result):
 #     result planning "<model> <where> <rule>" predicted_step_s|measured_step_s|ratio
 # and per (model, where) whether the dp/cdp ranking predicted is the
 # measured one: "yes" when the order is the same, or when both are ties
@@ -114,22 +113,37 @@ start_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['co
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-# one MODEL WHERE NP MACHINE LAUNCH...: predicted and measured for each rule
+# one MODEL WHERE NP SPLIT LAUNCH...: the machine measured, and predicted
+# and measured step times for each rule, with LAUNCH (SPLIT 1: the ranks on
+# hosts of their own).  The profiling runs and the measured runs take turns,
+# run by run, and so do the rules: this VM's speed drifts by 10-20% over
+# minutes (other tenants), and a profile taken minutes before the runs it
+# predicts had moved by that much.
 one() {
-    local model=$1 where=$2 np=$3 machine=$4
+    local model=$1 where=$2 np=$3 split=$4
     shift 4
-    local rule pred meas r s ratio
+    local rule pred meas r s ratio machine=$tmp/net.json
     declare -A P M
-    # the rules take turns, run by run: a load that changes over minutes
-    # then weighs on both alike
     for rule in $RULES; do : >"$tmp/m-$rule"; done
+    rm -f "$tmp"/rows-*.json
     for r in $(seq "$REPS"); do
+        "$@" "$CDP" --model "$model" --rule dp --workers "$np" $profile --quiet \
+            --layer-times-out "$tmp/rows-$r.json" >>"$tmp/log" 2>&1 \
+            || echo "# measuring the machine ($where) failed (see $tmp/log)"
         for rule in $RULES; do
             s=$("$@" "$CDP" --model "$model" --rule "$rule" --workers "$np" $common --quiet \
                     2>>"$tmp/log" | sed -n 's/.*step_time_s \([0-9.e+-]*\).*/\1/p')
             [ -n "$s" ] && echo "$s" >>"$tmp/m-$rule"
         done
     done
+    median_rows "$tmp/machine.json" "$tmp"/rows-*.json
+    cp "$tmp/machine.json" "$machine"
+    if [ "$np" -gt 1 ]; then
+        "$@" "$NETMEASURE" --machine "$tmp/machine.json" --machine-out "$machine" >>"$tmp/log" 2>&1 \
+            || echo "# measuring the links ($where) failed (see $tmp/log)"
+        [ "$split" = 1 ] && one_per_host "$machine"
+    fi
+    echo "# $model $where: start_s=$(start_of "$machine") $( [ "$np" -gt 1 ] && links "$machine")"
     for rule in $RULES; do
         pred=$("$CDP" --plan --plan-ranks "$np" --workers "$np" --model "$model" --data synthetic \
                    --batch "$B" --rule "$rule" --plan-steps "$steps" --machine "$machine" 2>>"$tmp/log" |
@@ -163,25 +177,7 @@ for spec in $MODELS; do
     case $spec in *@*) set_steps "${spec##*@}" ;; *) set_steps "$STEPS" ;; esac
     echo "# $model: runs of $steps steps"
     for np in $SHM_RANKS; do
-        for r in $(seq "$REPS"); do
-            timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$CDP" --model "$model" \
-                --rule dp --workers "$np" $profile --quiet --layer-times-out "$tmp/rows-$np-$r.json" \
-                >>"$tmp/log" 2>&1 || echo "# measuring the machine on $np ranks failed (see $tmp/log)"
-        done
-        median_rows "$tmp/machine-$np.json" "$tmp"/rows-"$np"-*.json
-        rm -f "$tmp"/rows-"$np"-*.json
-        echo "# $model shm np=$np: start_s=$(start_of "$tmp/machine-$np.json")"
-    done
-    for np in $SHM_RANKS; do
-        cp "$tmp/machine-$np.json" "$tmp/shm-$np.json"
-        if [ "$np" -gt 1 ]; then
-            timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np" "$NETMEASURE" \
-                --machine "$tmp/machine-$np.json" --machine-out "$tmp/shm-$np.json" >>"$tmp/log" 2>&1 \
-                || echo "# measuring shared memory on $np ranks failed (see $tmp/log)"
-            echo "# $model shm np=$np: $(links "$tmp/shm-$np.json")"
-        fi
-        one "$model" "shm np=$np" "$np" "$tmp/shm-$np.json" \
-            timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np"
+        one "$model" "shm np=$np" "$np" 0 timeout "$TIMEOUT" mpirun --oversubscribe --bind-to none -np "$np"
     done
     for rate in $RATES; do
         "$HOSTS_SH" --hosts 2 --slots 1 -- true >/dev/null 2>&1
@@ -189,24 +185,9 @@ for spec in $MODELS; do
             echo "# emulated hosts not available here (hosts.sh exit 77): rate $rate skipped"
             continue
         fi
-        for r in $(seq "$REPS"); do
-            "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- timeout "$TIMEOUT" mpirun --bind-to none \
-                -np 2 $blas_env "$CDP" --model "$model" --rule dp --workers 2 $profile --quiet \
-                --layer-times-out "$tmp/hrows-$r.json" >>"$tmp/log" 2>&1 \
-                || echo "# measuring the machine on the hosts at $rate failed (see $tmp/log)"
-        done
-        median_rows "$tmp/hmachine-$rate.json" "$tmp"/hrows-*.json
-        rm -f "$tmp"/hrows-*.json
-        "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- timeout "$TIMEOUT" mpirun --bind-to none \
-            -np 2 "$NETMEASURE" --machine "$tmp/hmachine-$rate.json" --machine-out "$tmp/hosts-$rate.json" \
-            >>"$tmp/log" 2>&1 || echo "# measuring the host link at $rate failed (see $tmp/log)"
-        one_per_host "$tmp/hosts-$rate.json"
-        echo "# $model 2 hosts $rate: start_s=$(start_of "$tmp/hosts-$rate.json") $(links "$tmp/hosts-$rate.json")"
-        one "$model" "2 hosts $rate" 2 "$tmp/hosts-$rate.json" \
-            "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- \
+        one "$model" "2 hosts $rate" 2 1 "$HOSTS_SH" --hosts 2 --slots 1 --rate "$rate" -- \
             timeout "$TIMEOUT" mpirun --bind-to none -np 2 $blas_env
     done
-    rm -f "$tmp"/machine-*.json "$tmp"/hmachine-*.json
 done
 echo
 echo "| model | where | rule | predicted step_s | measured step_s (median) | predicted/measured |"

@@ -20,27 +20,22 @@
 
 static int host_of(const cdp_network *n, int r) { return r / n->ranks_per_host; }
 
-/* A message of n bytes on link l: its per-message cost and its bytes; in
- * an exchange (ways = 2) the other direction's message holds the link for
- * half_duplex of its own time besides (1: the directions take turns). */
-static double occupancy(const cdp_link_cost *l, double n, int ways)
+/* A message of n bytes on link l: its per-message cost and its bytes. */
+static double occupancy(const cdp_link_cost *l, double n)
 {
-    return (1 + l->half_duplex * (ways - 1)) * (l->per_message_s + n / l->bandwidth_Bps);
+    return l->per_message_s + n / l->bandwidth_Bps;
 }
 
-/* One round of S ranks in which rank i sends n bytes to partner(i) (or
- * nobody, -1): the slowest link decides; a host's link carries every flow
- * of its ranks that leaves the host, and in an exchange (not a tree) as
- * many come in. */
-static double round_time(int S, int first, double n, const cdp_network *net, int d, int tree)
+/* One round of a binomial tree over S ranks: rank i < d sends n bytes to
+ * i + d (where there is one); the slowest link decides, and a host's link
+ * carries every flow of its ranks that leaves the host. */
+static double tree_round(int S, int first, double n, const cdp_network *net, int d)
 {
     int flows = 0, most = 0, host = -1, cross = 0, local = 0;
-    for (int i = 0; i < S; i++) {
-        int p = tree ? (i < d ? i + d : -1) : (i ^ d);
-        if (p < 0 || p >= S) continue;
+    for (int i = 0; i < d && i + d < S; i++) {
         int h = host_of(net, first + i);
         if (h != host) { host = h; flows = 0; }
-        if (h != host_of(net, first + p)) {
+        if (h != host_of(net, first + i + d)) {
             cross = 1;
             if (++flows > most) most = flows;
         } else {
@@ -48,9 +43,15 @@ static double round_time(int S, int first, double n, const cdp_network *net, int
         }
     }
     double t = 0;
-    const int ways = tree ? 1 : 2;
-    if (cross) t = net->inter.latency_s + most * occupancy(&net->inter, n, ways);
-    if (local) t = fmax(t, net->intra.latency_s + occupancy(&net->intra, n, ways));
+    if (cross) t = net->inter.latency_s + most * occupancy(&net->inter, n);
+    if (local) t = fmax(t, net->intra.latency_s + occupancy(&net->intra, n));
+    return t;
+}
+
+double cdp_tree_time(int S, int first, double n, const cdp_network *net)
+{
+    double t = 0;
+    for (int d = 1; d < S; d *= 2) t += tree_round(S, first, n, net, d);
     return t;
 }
 
@@ -58,30 +59,12 @@ double cdp_allreduce_time(int S, int first, double n, const cdp_network *net, co
 {
     if (algo) *algo = NULL;
     if (S <= 1) return 0;   /* no MPI call on one rank */
-    /* ring: reduce-scatter then all-gather, 2(S-1) steps of n/S bytes to
-     * the next rank; ranks of a host are contiguous, so each host's link
-     * carries one flow out and one in */
-    const int spans = host_of(net, first) != host_of(net, first + S - 1);
-    double step = net->intra.latency_s + occupancy(&net->intra, n / S, 2);
-    if (spans) step = fmax(step, net->inter.latency_s + occupancy(&net->inter, n / S, 2));
-    const double ring = 2.0 * (S - 1) * step;
-    /* recursive doubling: partners 2^k apart exchange all n bytes; S not a
-     * power of two adds a round before and after (the ranks beyond the
-     * largest power of two hand their data in and get the result back) */
-    int pow2 = 1;
-    while (pow2 * 2 <= S) pow2 *= 2;
-    double rd = 0;
-    for (int d = 1; d < pow2; d *= 2) rd += round_time(pow2, first, n, net, d, 0);
-    if (pow2 != S) rd += 2 * round_time(S, first, n, net, pow2, 1);
-    if (algo) *algo = rd < ring ? "recursive doubling" : "ring";
-    return fmin(ring, rd);
-}
-
-double cdp_tree_time(int S, int first, double n, const cdp_network *net)
-{
-    double t = 0;
-    for (int d = 1; d < S; d *= 2) t += round_time(S, first, n, net, d, 1);
-    return t;
+    /* cdp's all-reduce is MPI_Iallreduce in place, which Open MPI 4's
+     * libnbc runs as a binomial reduce to rank 0 and a binomial broadcast
+     * back, whatever the size (nbc_iallreduce.c: in place -> binomial):
+     * 2 ceil(log2 S) rounds of all n bytes, one way each */
+    if (algo) *algo = "binomial reduce + broadcast (libnbc, in place)";
+    return 2 * cdp_tree_time(S, first, n, net);
 }
 
 /* ---------------------------------------------------------- messages */
@@ -235,7 +218,7 @@ static void transfer(sim *S, msg *m, double now, int eager)
         const double h = n->intra.half_duplex;
         double start = fmax(now + (eager ? 0 : n->intra.latency_s),
                             h > 0 ? fmax(R->intra_free, D->intra_in_free) : R->intra_free);
-        double d = occupancy(&n->intra, m->bytes, 1);
+        double d = occupancy(&n->intra, m->bytes);
         R->intra_free = start + d;
         R->intra_busy += d;
         if (h > 0) {
@@ -249,7 +232,7 @@ static void transfer(sim *S, msg *m, double now, int eager)
         const double h = n->inter.half_duplex;
         double start = fmax(now + (eager ? 0 : n->inter.latency_s),
                             fmax(S->egress_free[hs], S->ingress_free[hd]));
-        double d = occupancy(&n->inter, m->bytes, 1);
+        double d = occupancy(&n->inter, m->bytes);
         S->egress_free[hs] = S->ingress_free[hd] = start + d;
         S->egress_busy[hs] += d;
         hold_reverse(&S->ingress_free[hs], start, d, h);

@@ -6,7 +6,7 @@
  * once the receiver has posted its receive); the instruction that reads a
  * received buffer waits for its arrival; a send is waited for at the tick
  * the executor waits for it; a collective starts when its last rank
- * arrives and costs the alpha-beta time of the algorithm MPI uses for it.
+ * arrives and costs the alpha-beta time of the algorithm MPI runs for it.
  * No model and no MPI: the costs come in per stage. */
 #ifndef CDP_PREDICT_H
 #define CDP_PREDICT_H
@@ -39,10 +39,10 @@ typedef struct cdp_prediction {
     const char *collective;  /* the all-reduce algorithm used, or NULL */
 } cdp_prediction;
 
-/* The alpha-beta time of MPI_Allreduce of n bytes over S ranks placed in
- * contiguous blocks of net->ranks_per_host, first rank `first`: the smaller
- * of the ring (reduce-scatter + all-gather) and recursive doubling, the two
- * Open MPI's tuned component picks between by size; *algo says which. */
+/* The alpha-beta time of cdp's all-reduce of n bytes (MPI_Iallreduce in
+ * place) over S ranks placed in contiguous blocks of net->ranks_per_host,
+ * first rank `first`: Open MPI's libnbc runs it as a binomial reduce and a
+ * binomial broadcast, 2 ceil(log2 S) rounds of n bytes; *algo says so. */
 double cdp_allreduce_time(int S, int first, double n, const cdp_network *net, const char **algo);
 /* MPI_Bcast / MPI_Reduce: a binomial tree, ceil(log2 S) rounds. */
 double cdp_tree_time(int S, int first, double n, const cdp_network *net);
