@@ -208,38 +208,35 @@ static void hold_reverse(double *free_at, double start, double d, double h)
     if (h > 0) *free_at = fmax(*free_at, start + h * d);
 }
 
-/* both sides are known (or the message is eager): it goes when its links are free */
+/* both sides are known (or the message is eager): it goes when its links
+ * are free.  Between ranks of a host, the sender's and the receiver's
+ * shared-memory links; between hosts, store and forward through the
+ * sender's host link and the receiver's.  A full-duplex shared-memory link
+ * takes a rank's receives from several senders at once (its receiving
+ * side is not waited for); every other link carries one message a way. */
 static void transfer(sim *S, msg *m, double now, int eager)
 {
     const cdp_network *n = S->net;
     const int hs = host_of(n, m->src), hd = host_of(n, m->key.dst);
-    if (hs == hd) {   /* the sender's shared-memory link, and the receiver's where shared */
-        rank_state *R = &S->R[m->src], *D = &S->R[m->key.dst];
-        const double h = n->intra.half_duplex;
-        double start = fmax(now + (eager ? 0 : n->intra.latency_s),
-                            h > 0 ? fmax(R->intra_free, D->intra_in_free) : R->intra_free);
-        double d = occupancy(&n->intra, m->bytes);
-        R->intra_free = start + d;
-        R->intra_busy += d;
-        if (h > 0) {
-            D->intra_in_free = start + d;
-            hold_reverse(&R->intra_in_free, start, d, h);
-            hold_reverse(&D->intra_free, start, d, h);
-            D->intra_busy += h * d;
-        }
-        m->arrival = start + d + n->intra.latency_s;
-    } else {   /* store and forward through the sender's and the receiver's host links */
-        const double h = n->inter.half_duplex;
-        double start = fmax(now + (eager ? 0 : n->inter.latency_s),
-                            fmax(S->egress_free[hs], S->ingress_free[hd]));
-        double d = occupancy(&n->inter, m->bytes);
-        S->egress_free[hs] = S->ingress_free[hd] = start + d;
-        S->egress_busy[hs] += d;
-        hold_reverse(&S->ingress_free[hs], start, d, h);
-        hold_reverse(&S->egress_free[hd], start, d, h);
-        S->egress_busy[hd] += h * d;
-        m->arrival = start + d + n->inter.latency_s;
-    }
+    rank_state *R = &S->R[m->src], *D = &S->R[m->key.dst];
+    const int inter = hs != hd;
+    const cdp_link_cost *l = inter ? &n->inter : &n->intra;
+    double *out_src = inter ? &S->egress_free[hs] : &R->intra_free;
+    double *in_dst = inter ? &S->ingress_free[hd] : &D->intra_in_free;
+    double *in_src = inter ? &S->ingress_free[hs] : &R->intra_in_free;
+    double *out_dst = inter ? &S->egress_free[hd] : &D->intra_free;
+    double *busy_src = inter ? &S->egress_busy[hs] : &R->intra_busy;
+    double *busy_dst = inter ? &S->egress_busy[hd] : &D->intra_busy;
+    const double h = l->half_duplex;
+    double start = fmax(now + (eager ? 0 : l->latency_s),
+                        inter || h > 0 ? fmax(*out_src, *in_dst) : *out_src);
+    double d = occupancy(l, m->bytes);
+    *out_src = *in_dst = start + d;
+    *busy_src += d;
+    hold_reverse(in_src, start, d, h);
+    hold_reverse(out_dst, start, d, h);
+    *busy_dst += h * d;
+    m->arrival = start + d + l->latency_s;
     if (m->waiter >= 0) wake(S, m->waiter, m->arrival);
     if (m->send_waiter >= 0) wake(S, m->send_waiter, m->arrival);
     m->waiter = m->send_waiter = -1;
