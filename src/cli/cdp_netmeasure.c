@@ -206,8 +206,9 @@ static int measure(int me, int a, int b, const char *what, const opts *o, char *
      * exchange to the next (1.0 or 2.0 times one way), so one size is not
      * enough */
     double *x = t + n + 1;
+    const int first = cdp_net_duplex_first(bytes, n);
     for (int k = 0; k < n; k++)
-        x[k] = pair && (bytes[k] >= CDP_NET_FIT_LARGE || k == n - 1)
+        x[k] = pair && k >= first
                    ? pingpong(me, a, b, buf, (int)bytes[k], bytes[k] >= 262144 ? large : 3 * o->reps, 1)
                    : 0;
     MPI_Bcast(t, 2 * n + 1, MPI_DOUBLE, a, MPI_COMM_WORLD);

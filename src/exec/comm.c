@@ -11,7 +11,7 @@
 void cdp_comm_preinit(void)
 {
     /* Open MPI 4.1's default is send,put,inplace,need-ack,need-csum,hetero-rdma */
-    if (!getenv("OMPI_MCA_btl_tcp_flags")) setenv("OMPI_MCA_btl_tcp_flags", "send,inplace,need-ack,need-csum", 0);
+    setenv("OMPI_MCA_btl_tcp_flags", "send,inplace,need-ack,need-csum", 0);   /* 0: the user's stays */
 }
 
 /* Every rank's host name and CPU count, to all ranks; hosts numbered by

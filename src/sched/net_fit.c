@@ -51,13 +51,19 @@ int cdp_net_fit(const double *bytes, const double *one_way_s, int n, double gap_
     return 0;
 }
 
+int cdp_net_duplex_first(const double *bytes, int n)
+{
+    int k = 0;
+    while (k < n - 1 && bytes[k] < CDP_NET_FIT_LARGE) k++;
+    return k;
+}
+
 double cdp_net_duplex_share(const double *bytes, const double *exchange_s, int n,
                             const cdp_link_cost *fit)
 {
     double sum = 0;
-    int k0 = 0, m = 0;
-    while (k0 < n - 1 && bytes[k0] < CDP_NET_FIT_LARGE) k0++;
-    for (int k = k0; k < n; k++) {
+    int m = 0;
+    for (int k = cdp_net_duplex_first(bytes, n); k < n; k++) {
         const double one_way = fit->latency_s + fit->per_message_s + bytes[k] / fit->bandwidth_Bps;
         if (one_way > 0) {
             sum += exchange_s[k] / one_way - 1;

@@ -28,9 +28,13 @@
 int cdp_net_fit(const double *bytes, const double *one_way_s, int n, double gap_s,
                 cdp_link_cost *out, char *err, size_t errlen);
 
+/* The first of bytes[0..n) (ascending) the duplex share is taken over:
+ * the first of at least CDP_NET_FIT_LARGE bytes, else the last. */
+int cdp_net_duplex_first(const double *bytes, int n);
+
 /* The link's half_duplex share: how much of a transfer's time the other
- * direction is held, the mean over the sizes of at least CDP_NET_FIT_LARGE
- * bytes (the largest size alone when none is) of exchange_s / t - 1 (an
+ * direction is held, the mean over the sizes from cdp_net_duplex_first on
+ * of exchange_s / t - 1 (an
  * exchange: both ends send that size at once; t: the fitted link's one-way
  * time, latency_s + per_message_s + bytes / bandwidth_Bps), clamped to
  * [0, 1]: 0 when an exchange takes one way's time, 1 when it takes two.
