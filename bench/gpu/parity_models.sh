@@ -23,7 +23,8 @@
 # vit-tiny:1] (the rules default to RULES [dp cdp-v1 cdp-v2]),
 # SHAPE [1x28x28], N [4] workers, B [8] samples each, STEPS [20], TOL [1e-4],
 # TOL1 [1e-4], KSTEPS [3], KTOL [norm:1e-4], ENVELOPE [2], LR [0.01] (SGD,
-# momentum 0.9, weight decay 5e-4, as the parity tests).  Prints "RESULT
+# momentum 0.9, weight decay 5e-4, as the parity tests), EXTRA [] more
+# cdp_run options for every run (e.g. "--precision bf16").  Prints "RESULT
 # parity ..." lines, then every check's verdict as a result line
 # (bench/README; passed 1 or 0); exits 1 when a check fails, 77 without a
 # GPU.  A measurement for bench/RESULTS.md, not part of make check.
@@ -89,7 +90,7 @@ for ms in $MODELS; do
     IFS=: read -r m seed rules <<<"$ms"
     rules=${rules:-$RULES}
     common="--data synthetic:$SHAPE --model $m --workers $N --batch $B --no-shuffle --quiet --eval-every 0
-            --seed $seed --lr $LR --momentum 0.9 --weight-decay 5e-4"
+            --seed $seed --lr $LR --momentum 0.9 --weight-decay 5e-4 ${EXTRA:-}"
     t0=$(date +%s)
     run 1 $common --steps 1 --rule dp --backend cpu --save-weights "$TMP/c1.st" >/dev/null &&
         run 1 $common --steps 1 --rule dp --backend cuda --save-weights "$TMP/g1.st" >/dev/null &&

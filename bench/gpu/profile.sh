@@ -38,12 +38,29 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-200}
 PYTHON=${PYTHON:-python3}
 NCU=${NCU:-$(command -v ncu 2>/dev/null || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)}
 [ -x "$CDP" ] || { echo "profile.sh: $CDP not found (build first)" >&2; exit 2; }
-if [ "${NCU_RUN:-1}" != 0 ] && { [ -z "$NCU" ] || [ ! -x "$NCU" ]; }; then
+tmp=$(mktemp -d /tmp/cdp_profile.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+PROFILER=${PROFILER:-trace}
+ktrace=
+if [ "$PROFILER" = trace ]; then
+    # bench/gpu/kernel_trace.c against the machine's CUPTI (the toolkit's, or pip's nvidia wheels')
+    ch=$(ls -d "${CUDA_HOME:-/usr/local/cuda}"/include/cupti.h "${CUDA_HOME:-/usr/local/cuda}"/extras/CUPTI/include/cupti.h \
+               /usr/local/cuda*/include/cupti.h /usr/local/cuda*/extras/CUPTI/include/cupti.h \
+               $("$PYTHON" -c 'import nvidia, os; print(" ".join(p + "/*/include/cupti.h " + p + "/*/*/include/cupti.h" for p in nvidia.__path__))' 2>/dev/null) \
+               2>/dev/null | head -1)
+    cl=$(ls -d "$(dirname "$(dirname "$ch")")"/lib*/libcupti.so* "${CUDA_HOME:-/usr/local/cuda}"/lib*/libcupti.so* \
+               /usr/local/cuda*/extras/CUPTI/lib64/libcupti.so* 2>/dev/null | head -1)
+    if [ -n "$ch" ] && [ -n "$cl" ] && gcc -O2 -shared -fPIC -o "$tmp/kernel_trace.so" "$here/kernel_trace.c" \
+        -I"$(dirname "$ch")" "$cl" -Wl,-rpath,"$(dirname "$cl")" 2>"$tmp/kt.err"; then
+        ktrace=$tmp/kernel_trace.so
+    else
+        echo "# kernel_trace.so not built (cupti.h: ${ch:-none}, libcupti: ${cl:-none}): $(head -3 "$tmp/kt.err" 2>/dev/null)"
+    fi
+fi
+if [ "$PROFILER" = ncu ] && [ "${NCU_RUN:-1}" != 0 ] && { [ -z "$NCU" ] || [ ! -x "$NCU" ]; }; then
     echo "SKIP: no ncu on PATH or under /opt/nvidia/nsight-compute"
     exit 77
 fi
-tmp=$(mktemp -d /tmp/cdp_profile.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 . "$here/../lib/common.sh"
 bench_header
 echo "# $([ -n "$NCU" ] && "$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
@@ -51,9 +68,12 @@ rc=0
 for c in $CASES; do
     IFS=: read -r m s n <<<"$c"
     b=$((s / n))
-    args=(--backend "${BACKEND:-cuda}" --model "$m" --data "synthetic:$SHAPE:n=$((s * (STEPS + 1))):test=$b"
-          --workers "$n" --batch "$b" --rule "$RULE" --steps "$STEPS" --log-every 1 --eval-every 0
-          --lr 0.05 --momentum 0.9 --weight-decay 5e-4)
+    run_args() {  # STEPS: cdp_run's arguments for a run of STEPS steps
+        args=(--backend "${BACKEND:-cuda}" --model "$m" --data "synthetic:$SHAPE:n=$((s * ($1 + 1))):test=$b"
+              --workers "$n" --batch "$b" --rule "$RULE" --steps "$1" --log-every 1 --eval-every 0
+              --lr 0.05 --momentum 0.9 --weight-decay 5e-4)
+    }
+    run_args "$STEPS"
     # the wall time of each step without ncu
     timeout "$RUN_TIMEOUT" "$CDP" "${args[@]}" --quiet --metrics "$tmp/m.json" >"$tmp/plain.log" 2>&1 ||
         { echo "RESULT profile FAIL: $c without ncu: $(tail -2 "$tmp/plain.log" | tr '\n' ' ')"; rc=1; continue; }
@@ -71,6 +91,29 @@ for c in $CASES; do
     else
         echo "RESULT profile FAIL: $c --layer-times: $(tail -2 "$tmp/lt.log" | tr '\n' ' ')"
         rc=1
+    fi
+    if [ "$PROFILER" = trace ]; then
+        # every kernel on the GPU's clock, cdp_run and then PyTorch's same step
+        if [ -z "$ktrace" ]; then
+            echo "RESULT profile FAIL: $c: no kernel_trace.so (CUPTI's cupti.h or libcupti.so not found)"
+            rc=1
+            continue
+        fi
+        tsteps=$((STEPS < 6 ? 6 : STEPS))
+        run_args "$tsteps"
+        timeout "$RUN_TIMEOUT" env CDP_KTRACE_OUT="$tmp/cdp.tsv" LD_PRELOAD="$ktrace" "$CDP" "${args[@]}" \
+            --quiet --metrics "$tmp/tm.json" \
+            >"$tmp/t.log" 2>&1 || echo "RESULT profile FAIL: $c traced: $(tail -2 "$tmp/t.log" | tr '\n' ' ')"
+        "$PYTHON" "$here/profile_trace.py" --case "cdp $c" --steps "$tsteps" --top "$TOP" <"$tmp/cdp.tsv" || rc=1
+        cfg=b:$s
+        [ "$n" = 1 ] || cfg=acc$n:$s
+        timeout "$RUN_TIMEOUT" env CDP_KTRACE_OUT="$tmp/torch.tsv" LD_PRELOAD="$ktrace" "$PYTHON" \
+            "$here/torch_gpu.py" throughput --device "${DEVICE:-cuda}" --model "$m" --shape "$SHAPE" --configs "$cfg" --warmup 2 --steps $((tsteps - 2)) \
+            --reps 1 >"$tmp/tt.log" 2>&1 || echo "RESULT profile FAIL: $c PyTorch traced: $(tail -2 "$tmp/tt.log" | tr '\n' ' ')"
+        "$PYTHON" "$here/profile_trace.py" --case "torch $c" --steps "$tsteps" --top "$TOP" <"$tmp/torch.tsv" || rc=1
+        [ -z "${TRACE_KEEP:-}" ] || { mkdir -p "$TRACE_KEEP"; gzip -c "$tmp/cdp.tsv" >"$TRACE_KEEP/cdp-${m}-$n.tsv.gz"
+                                      gzip -c "$tmp/torch.tsv" >"$TRACE_KEEP/torch-${m}-$n.tsv.gz"; }
+        continue
     fi
     [ "${NCU_RUN:-1}" = 0 ] && continue
     timeout "$RUN_TIMEOUT" "$NCU" --metrics gpu__time_duration.sum --csv --page raw --clock-control none \
