@@ -13,7 +13,8 @@
  * K kernel, C copy, M memset; kernel names as compiled, mangled: c++filt
  * reads them).  Records reach the file as CUPTI hands its buffers back:
  * when a buffer fills, every 100 ms (cuptiActivityFlushPeriod) and at exit;
- * activities of the last 100 ms before exit can be missing, which is why
+ * activities of the last 100 ms before exit can be missing (or all of a
+ * program killed at a time limit after), which is why
  * bench/gpu/profile_trace.py measures steps in the middle of a run. */
 #define _GNU_SOURCE
 #include <cupti.h>
@@ -27,8 +28,33 @@
 static FILE *trace_out;
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void trace_flush_at_exit(void)
+{
+    cuptiActivityFlushAll(1);
+}
+
+static void register_flush(void)
+{
+    /* opened here, in the process that runs CUDA: a libtool wrapper or a
+     * launcher before it has the same LD_PRELOAD and never gets here */
+    const char *path = getenv("CDP_KTRACE_OUT");
+    pthread_mutex_lock(&trace_lock);
+    trace_out = fopen(path, "a");
+    pthread_mutex_unlock(&trace_lock);
+    if (!trace_out)
+        fprintf(stderr, "kernel_trace: cannot write %s\n", path);
+    atexit(trace_flush_at_exit);
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
+    /* registered here, once CUDA has started (CUPTI asks for its first
+     * buffer then), so that it runs before the CUDA runtime's own exit
+     * handlers: a preloaded library's destructor runs after every other
+     * library's, CUPTI's and the driver's teardown included, too late to
+     * flush */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_flush);
     *buffer = aligned_alloc(8, BUF_BYTES);
     *size = *buffer ? BUF_BYTES : 0;
     *max_records = 0;
@@ -83,13 +109,6 @@ __attribute__((constructor)) static void trace_start(void)
     const char *path = getenv("CDP_KTRACE_OUT");
     if (!path || !*path)
         return;
-    trace_out = fopen(path, "w");
-    if (!trace_out) {
-        fprintf(stderr, "kernel_trace: cannot write %s\n", path);
-        return;
-    }
-    /* a child (mpirun's, python's) must not trace into the same file */
-    unsetenv("LD_PRELOAD");
     CUptiResult e = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (e == CUPTI_SUCCESS)
         e = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -110,7 +129,6 @@ __attribute__((destructor)) static void trace_stop(void)
 {
     if (!trace_out)
         return;
-    cuptiActivityFlushAll(1);
     pthread_mutex_lock(&trace_lock);
     fclose(trace_out);
     trace_out = NULL;

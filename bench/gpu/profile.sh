@@ -1,30 +1,30 @@
 #!/bin/bash
-# Where a GPU step's time goes: Nsight Compute (ncu, part of the device
-# image) times every kernel of a short cdp_run --backend cuda run (one
-# metric, gpu__time_duration.sum, so one pass and no replay; clocks not
-# locked), and bench/gpu/profile_sum.py adds the launches up per kernel
-# (cdp's own kernels by name, cuBLAS's and cuDNN's as they are called).
-# Beside it the same run without ncu gives the step's wall time: the part
-# of it that no kernel covers is launch and host overhead (ncu serialises
-# kernels, so only the kernel times, not ncu's wall time, are a measure).
+# Where a GPU step's time goes.  Per case, first cdp_run --layer-times
+# (every layer between two syncs: the kinds' shares and the 15 largest
+# layers), then, by default (PROFILER=trace), a CUPTI activity trace of
+# every kernel, copy and memset on the GPU's clock (bench/gpu/kernel_trace.c,
+# built here against the machine's CUPTI and loaded with LD_PRELOAD) of
+# cdp_run and of PyTorch's same step (torch_gpu.py), each over max(6, STEPS)
+# steps; bench/gpu/profile_trace.py finds the steps in the trace and gives,
+# per step of the middle ones, the span, the GPU's busy time (span - busy:
+# launch and host overhead, synchronisation), the time by kind of kernel and
+# the TOP kernels.  The trace costs the programs little (seconds for the
+# two runs of a case).  PROFILER=ncu instead runs Nsight Compute (one metric,
+# gpu__time_duration.sum; profile_sum.py adds its launches up): ncu
+# serialises kernels and costs far more (on an H100, 2026-11-27, two cases
+# of 3 steps did not finish in 240 s); NCU_RUN=0 stops after --layer-times.
 #
 #   bench/gpu/profile.sh BUILD
 #
 # Environment: CASES "MODEL:SAMPLES:N ..." [resnet50:64:1 vit-b16:32:1]
 # (N micro-batches of SAMPLES/N, as nets.sh), RULE [dp], SHAPE [3x224x224],
-# STEPS [2] (the first step's cuBLAS heuristics and allocations are
-# counted apart: profile_sum.py reports per step over the last STEPS-1),
-# TOP [25] kernels listed, NCU [ncu on PATH, else the newest
-# /opt/nvidia/nsight-compute/*/ncu], RUN_TIMEOUT [200] s per run.
-# ncu costs far more than the kernels: on an H100 (2026-11-27) the default
-# two cases at STEPS=3 did not finish within the phase's 240 s and printed
-# nothing.  Give the phase a call of its own (LIMIT_profile=540) or one case
-# (CASES=vit-b16:32:1); a run ncu does not finish is reported as such.
-# Before ncu, each case runs once with cdp_run --layer-times (every layer
-# between two syncs: the kinds' shares and the 15 largest layers; seconds,
-# not minutes); NCU_RUN=0 stops there (BACKEND=cpu: the same on the CPU).
-# Prints RESULT lines, and profile_sum.py's result lines (bench/README);
-# exits 77 without ncu or a usable GPU.
+# STEPS [2] for --layer-times and ncu (their first step holds cuBLAS's and
+# cuDNN's set-up), TOP [25] kernels listed, RUN_TIMEOUT [200] s per run,
+# TRACE_TIMEOUT [60] s per traced run (a run killed then is still read:
+# records are written every 100 ms), TRACE_KEEP DIR (keeps the traces,
+# gzipped), NCU [ncu on PATH, else the newest /opt/nvidia/nsight-compute/*/ncu].
+# Prints RESULT lines and the profilers' result lines (bench/README); with
+# PROFILER=ncu exits 77 without ncu.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:?usage: bench/gpu/profile.sh BUILD_DIR}
@@ -35,6 +35,7 @@ SHAPE=${SHAPE:-3x224x224}
 STEPS=${STEPS:-2}
 TOP=${TOP:-25}
 RUN_TIMEOUT=${RUN_TIMEOUT:-200}
+TRACE_TIMEOUT=${TRACE_TIMEOUT:-60}
 PYTHON=${PYTHON:-python3}
 NCU=${NCU:-$(command -v ncu 2>/dev/null || ls -d /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)}
 [ -x "$CDP" ] || { echo "profile.sh: $CDP not found (build first)" >&2; exit 2; }
@@ -51,7 +52,7 @@ if [ "$PROFILER" = trace ]; then
     cl=$(ls -d "$(dirname "$(dirname "$ch")")"/lib*/libcupti.so* "${CUDA_HOME:-/usr/local/cuda}"/lib*/libcupti.so* \
                /usr/local/cuda*/extras/CUPTI/lib64/libcupti.so* 2>/dev/null | head -1)
     if [ -n "$ch" ] && [ -n "$cl" ] && gcc -O2 -shared -fPIC -o "$tmp/kernel_trace.so" "$here/kernel_trace.c" \
-        -I"$(dirname "$ch")" "$cl" -Wl,-rpath,"$(dirname "$cl")" 2>"$tmp/kt.err"; then
+        -I"$(dirname "$ch")" -I"${CUDA_HOME:-/usr/local/cuda}/include" "$cl" -Wl,-rpath,"$(dirname "$cl")" 2>"$tmp/kt.err"; then
         ktrace=$tmp/kernel_trace.so
     else
         echo "# kernel_trace.so not built (cupti.h: ${ch:-none}, libcupti: ${cl:-none}): $(head -3 "$tmp/kt.err" 2>/dev/null)"
@@ -101,15 +102,18 @@ for c in $CASES; do
         fi
         tsteps=$((STEPS < 6 ? 6 : STEPS))
         run_args "$tsteps"
-        timeout "$RUN_TIMEOUT" env CDP_KTRACE_OUT="$tmp/cdp.tsv" LD_PRELOAD="$ktrace" "$CDP" "${args[@]}" \
+        # a traced run that outlasts TRACE_TIMEOUT is killed; what it wrote by
+        # then (every 100 ms) is still read
+        rm -f "$tmp/cdp.tsv" "$tmp/torch.tsv"
+        timeout -k 5 "$TRACE_TIMEOUT" env CDP_KTRACE_OUT="$tmp/cdp.tsv" LD_PRELOAD="$ktrace" "$CDP" "${args[@]}" \
             --quiet --metrics "$tmp/tm.json" \
-            >"$tmp/t.log" 2>&1 || echo "RESULT profile FAIL: $c traced: $(tail -2 "$tmp/t.log" | tr '\n' ' ')"
+            >"$tmp/t.log" 2>&1 || echo "# $c traced: exit $? $(tail -2 "$tmp/t.log" | tr '\n' ' ')"
         "$PYTHON" "$here/profile_trace.py" --case "cdp $c" --steps "$tsteps" --top "$TOP" <"$tmp/cdp.tsv" || rc=1
         cfg=b:$s
         [ "$n" = 1 ] || cfg=acc$n:$s
-        timeout "$RUN_TIMEOUT" env CDP_KTRACE_OUT="$tmp/torch.tsv" LD_PRELOAD="$ktrace" "$PYTHON" \
+        timeout -k 5 "$TRACE_TIMEOUT" env CDP_KTRACE_OUT="$tmp/torch.tsv" LD_PRELOAD="$ktrace" "$PYTHON" \
             "$here/torch_gpu.py" throughput --device "${DEVICE:-cuda}" --model "$m" --shape "$SHAPE" --configs "$cfg" --warmup 2 --steps $((tsteps - 2)) \
-            --reps 1 >"$tmp/tt.log" 2>&1 || echo "RESULT profile FAIL: $c PyTorch traced: $(tail -2 "$tmp/tt.log" | tr '\n' ' ')"
+            --reps 1 >"$tmp/tt.log" 2>&1 || echo "# $c PyTorch traced: exit $? $(tail -2 "$tmp/tt.log" | tr '\n' ' ')"
         "$PYTHON" "$here/profile_trace.py" --case "torch $c" --steps "$tsteps" --top "$TOP" <"$tmp/torch.tsv" || rc=1
         [ -z "${TRACE_KEEP:-}" ] || { mkdir -p "$TRACE_KEEP"; gzip -c "$tmp/cdp.tsv" >"$TRACE_KEEP/cdp-${m}-$n.tsv.gz"
                                       gzip -c "$tmp/torch.tsv" >"$TRACE_KEEP/torch-${m}-$n.tsv.gz"; }

@@ -772,10 +772,19 @@ static float *conv_ws(const cdp_backend *be, const cdp_conv_shape *s)
     return d;
 }
 
-/* The convolution path switch of the CUDA backend (src/gpu/conv_cudnn.cu);
- * weak: a build without CUDA has neither symbol. */
+/* The convolution path switch of the CUDA backend module (src/gpu/
+ * conv_cudnn.cu).  A CUDA build links the module (Makefile.am) and refers to
+ * the switch strongly: with weak references only, a linker that drops the
+ * libraries a program does not need (--as-needed, Ubuntu's default) left
+ * the module out and the switch read as missing (H200, 2026-11-29).  A build
+ * without CUDA has neither symbol: weak there, and test_gpu skips. */
+#ifdef CDP_TEST_LINKS_CUDA_MODULE
+extern int cdp_cuda_conv_cudnn;
+extern const int cdp_cuda_have_cudnn;
+#else
 extern int cdp_cuda_conv_cudnn __attribute__((weak));
 extern const int cdp_cuda_have_cudnn __attribute__((weak));
+#endif
 
 /* conv2d on the GPU path set (path: its name in the messages) against the
  * CPU: forward, backward, dx NULL, accumulate */
