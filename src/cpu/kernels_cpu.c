@@ -464,6 +464,20 @@ void cdp_cpu_scale(size_t n, float *x, float a)
         x[k] = x[k] * a;
 }
 
+void cdp_cpu_nonfinite(size_t n, const float *x, size_t m, uint64_t *out)
+{
+    uint64_t code = 0, first = UINT64_MAX;
+#pragma omp parallel for PAR(n) reduction(max : code) reduction(min : first)
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) {
+            const uint64_t c = isnan(x[i]) ? 2 : 1;
+            if (c > code) code = c;
+            if (i % m < first) first = i % m;
+        }
+    out[0] = code;
+    out[1] = first;
+}
+
 void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
 {
 #pragma omp parallel for PAR(n)

@@ -200,7 +200,8 @@ cdp_exec *cdp_exec_create(const cdp_exec_config *cfg, const float *init, char *e
     x->input_step = -1;
     x->bad_step = -1;
     x->stats = be->alloc(2 * sizeof(double));
-    if (!x->stats || !x->ws || !x->input_ws) abort();
+    x->check = be->alloc(2 * sizeof(uint64_t));
+    if (!x->stats || !x->check || !x->ws || !x->input_ws) abort();
     be->zero(x->stats, 2 * sizeof(double));
     const size_t NL = (size_t)x->N * x->L;
     x->act = calloc(NL, sizeof *x->act);
@@ -244,6 +245,7 @@ void cdp_exec_destroy(cdp_exec *x)
     cdp_actmem_destroy(&x->mem);   /* after a drained run nothing else is live */
     cdp_actmem_destroy(&x->state);
     x->be->free(x->stats);
+    x->be->free(x->check);
     x->be->free(x->ws);
     x->be->free(x->input_ws);
     if (x->stage_comm != MPI_COMM_NULL) MPI_Comm_free(&x->stage_comm);
@@ -826,15 +828,42 @@ void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
     x->be->sync();
 }
 
+/* Stage l's parameters of version v as the drained state reads them: a
+ * stage no worker lags on keeps only its latest version, which then also
+ * stands for the previous one (nobody reads it). */
+static const float *drained_params(cdp_exec *x, int l, int64_t v)
+{
+    int64_t w = x->nslots[l] == 1 && v == x->slot_version[0][l] - 1 ? v + 1 : v;
+    return stage_params(x, l, w);
+}
+
 void cdp_exec_get_params(cdp_exec *x, int64_t v, float *host)
 {
+    for (int l = 0; l < x->L; l++)
+        if (x->holds[l])
+            x->be->to_host(host + x->m->stage_off[l], drained_params(x, l, v), stage_bytes(x, l));
+}
+
+int cdp_exec_check_state(cdp_exec *x, int64_t v, size_t *first)
+{
+    const int nbuf = cdp_optim_state_buffers(&x->cfg.optim);
+    int code = 0;
+    *first = x->m->nparams;
     for (int l = 0; l < x->L; l++) {
         if (!x->holds[l]) continue;
-        /* a stage no worker lags on keeps only its latest version, which
-         * then also stands for the previous one (nobody reads it) */
-        int64_t w = x->nslots[l] == 1 && v == x->slot_version[0][l] - 1 ? v + 1 : v;
-        x->be->to_host(host + x->m->stage_off[l], stage_params(x, l, w), stage_bytes(x, l));
+        const size_t n = x->m->stage_n[l];
+        const float *arr[3] = { drained_params(x, l, v), drained_params(x, l, v > 0 ? v - 1 : 0),
+                                x->mom[l] };
+        for (int j = 0; j < 3; j++) {
+            uint64_t out[2];
+            x->be->nonfinite(j < 2 ? n : (size_t)nbuf * n, arr[j], n ? n : 1, x->check);
+            x->be->to_host(out, x->check, sizeof out);
+            if ((int)out[0] > code) code = (int)out[0];
+            if (out[0] && x->m->stage_off[l] + out[1] < *first)
+                *first = x->m->stage_off[l] + out[1];
+        }
     }
+    return code;
 }
 
 /* Each stage's slice of the nh arrays host[j] (laid out as the parameters,

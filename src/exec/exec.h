@@ -59,6 +59,12 @@ void cdp_exec_gather_params(cdp_exec *x, int64_t v, float *host, int root);
  * (sgd: the momentum; adamw: exp_avg, exp_avg_sq), each laid out as the
  * parameters (stage_off). */
 void cdp_exec_get_optim_state(cdp_exec *x, float *host);
+/* Whether this rank's part of the drained state after step v (P(v), P(v-1)
+ * as cdp_exec_gather_state reads them, the optimizer state) is finite,
+ * checked on the backend, nothing copied but the answer: 0 finite, 1 an
+ * infinity, 2 a NaN; *first = the lowest parameter index (stage_off
+ * counted) holding a value that is not, nparams if none. */
+int cdp_exec_check_state(cdp_exec *x, int64_t v, size_t *first);
 /* Collective: the drained state of every stage on rank root, each stage
  * from the lowest rank holding it: P(v) in cur, P(v-1) in prev (P(0) when
  * v == 0; P(v) for a stage no worker lags on, which keeps one version) and

@@ -67,6 +67,7 @@ struct cdp_exec {
     uint8_t *host_pixels;
     int32_t *host_labels;
     double *stats;              /* backend memory: loss sum, correct */
+    uint64_t *check;            /* [2], backend memory: the state check's answer */
     int64_t samples;
     uint64_t serial;              /* this executor among the process's (parameter tags) */
     int64_t bad_step;           /* first forward whose loss was not finite, -1: none */

@@ -324,6 +324,36 @@ void cdp_cuda_scale(size_t n, float *x, float a)
     CDP_CUDA_LAUNCHED("k_scale");
 }
 
+__global__ static void k_nonfinite_init(unsigned long long *out)
+{
+    out[0] = 0;
+    out[1] = ~0ull;
+}
+
+/* out[0] the worst code, out[1] the lowest index mod m: atomicMax and
+ * atomicMin, whose results do not depend on the order the threads run */
+__global__ static void k_nonfinite(size_t n, const float *x, size_t m, unsigned long long *out)
+{
+    GRID_STRIDE(i, n) {
+        const float v = x[i];
+        if (!isfinite(v)) {
+            atomicMax(&out[0], isnan(v) ? 2ull : 1ull);
+            atomicMin(&out[1], (unsigned long long)(i % m));
+        }
+    }
+}
+
+void cdp_cuda_nonfinite(size_t n, const float *x, size_t m, uint64_t *out)
+{
+    unsigned long long *o = (unsigned long long *)out;
+    k_nonfinite_init<<<1, 1, 0, cdp_cuda_g.stream>>>(o);
+    CDP_CUDA_LAUNCHED("k_nonfinite_init");
+    if (!n)
+        return;
+    k_nonfinite<<<grid_for(n), CDP_THREADS, 0, cdp_cuda_g.stream>>>(n, x, m, o);
+    CDP_CUDA_LAUNCHED("k_nonfinite");
+}
+
 __global__ static void k_bf16_pack(size_t n, const float *x, uint16_t *y)
 {
     GRID_STRIDE(i, n) {

@@ -264,33 +264,30 @@ static int step_checkpoint_due(const trainer *r, int64_t k)
     return r->o.checkpoint[0] && K > 0 && k % K == 0;
 }
 
-/* 0 when every one of the n floats is finite, else 2 for a NaN, 1 for an
- * infinity (agreed_stop's codes), with *first lowered to the index of the
- * first one modulo m. */
-static int not_finite(const float *a, size_t n, size_t m, size_t *first)
-{
-    int bad = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(a[i])) {
-            if (i % m < *first) *first = i % m;
-            bad = isnan(a[i]) ? 2 : bad ? bad : 1;
-        }
-    return bad;
-}
-
 /* Collective, at every segment boundary (and before the first): the
- * drained state after step r->k, this rank's stages copied to the host, is
- * checked, every value on every rank finite.  A NaN or an infinity that
- * reached the parameters or the optimizer state (a gradient's) without any
- * loss showing it (a unit no sample activates carries it) stops the run
- * here: the return value says nan (2) or inf (1).  With --checkpoint, a
- * finite state becomes the last good state (the scratch copies r->params,
- * prev_params and optim_state swap with r->good), what a divergence
- * writes: no checkpoint of a non-finite state is ever written. */
+ * drained state after step r->k is checked where it lives
+ * (cdp_exec_check_state: on the GPU for --backend cuda, only the answer
+ * copied), every value on every rank finite.  A NaN
+ * or an infinity that reached the parameters or the optimizer state (a
+ * gradient's) without any loss showing it (a unit no sample activates
+ * carries it) stops the run here: the return value says nan (2) or inf
+ * (1).  With --checkpoint, a finite state is copied to the host and
+ * becomes the last good state (the scratch copies r->params, prev_params
+ * and optim_state swap with r->good), what a divergence writes: no
+ * checkpoint of a non-finite state is ever written. */
 static int check_state(trainer *r)
 {
     if (r->checked_step == r->k)
         return 0;
+    size_t first;
+    const int code = cdp_exec_check_state(r->x, r->k, &first);
+    /* one reduction: the worst code and the lowest index over the ranks */
+    double mine[2] = { code, -(double)first }, any[2];
+    cdp_comm_allreduce_watched(r->comm, mine, any, 2, MPI_DOUBLE, MPI_MAX, "the state check", r->k);
+    r->checked_step = r->k;
+    r->bad_index = (size_t)-any[1];
+    if (any[0] || !r->o.checkpoint[0])
+        return (int)any[0];
     const size_t n = r->model.nparams;
     const size_t ns = (size_t)cdp_optim_state_buffers(&r->xc.optim) * n;
     float *cand[3] = { r->params, r->prev_params, r->optim_state };
@@ -300,19 +297,6 @@ static int check_state(trainer *r)
     cdp_exec_get_params(r->x, r->k, cand[0]);
     cdp_exec_get_params(r->x, r->k > 0 ? r->k - 1 : 0, cand[1]);
     cdp_exec_get_optim_state(r->x, cand[2]);
-    size_t first = n;
-    int code = 0;
-    for (int j = 0; j < 3; j++) {
-        int c = not_finite(cand[j], j < 2 ? n : ns, n, &first);
-        if (c > code) code = c;
-    }
-    /* one reduction: the worst code and the lowest index over the ranks */
-    double mine[2] = { code, -(double)first }, any[2];
-    cdp_comm_allreduce_watched(r->comm, mine, any, 2, MPI_DOUBLE, MPI_MAX, "the state check", r->k);
-    r->checked_step = r->k;
-    r->bad_index = (size_t)-any[1];
-    if (any[0] || !r->o.checkpoint[0])
-        return (int)any[0];
     r->params = r->good[0], r->prev_params = r->good[1], r->optim_state = r->good[2];
     r->good[0] = cand[0], r->good[1] = cand[1], r->good[2] = cand[2];
     r->good_step = r->k;

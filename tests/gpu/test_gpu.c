@@ -1163,6 +1163,36 @@ START_TEST(test_f64_pack)
 }
 END_TEST
 
+/* nonfinite: the CPU's answer, on arrays with none, one and many values
+ * that are not finite, over several blocks of threads */
+START_TEST(test_nonfinite)
+{
+    const size_t m = 70001, n = 3 * m;
+    float *v = malloc(n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)((double)(next_u64() >> 40) / (double)(1ULL << 24)) - 0.5f;
+    float *gv = put(gpu, NULL, n * 4);
+    uint64_t *gout = put(gpu, NULL, 16), hout[2], rout[2];
+    const size_t at[][2] = {{0, 0}, {2 * m + 5, 1}, {m + 60000, 1}, {123, 2}, {2 * m + 7, 2}};
+    for (size_t c = 0; c < sizeof at / sizeof at[0]; c++) {
+        if (c) v[at[c][0]] = at[c][1] == 2 ? NAN : -INFINITY;
+        gpu->to_device(gv, v, n * 4);
+        gpu->nonfinite(n, gv, m, gout);
+        gpu->to_host(hout, gout, sizeof hout);
+        cpu->nonfinite(n, v, m, rout);
+        ck_assert_msg(hout[0] == rout[0] && hout[1] == rout[1],
+                      "nonfinite after %zu changes: gpu %llu %llu, cpu %llu %llu", c,
+                      (unsigned long long)hout[0], (unsigned long long)hout[1],
+                      (unsigned long long)rout[0], (unsigned long long)rout[1]);
+    }
+    ck_assert_msg(rout[0] == 2 && rout[1] == 5, "cpu: %llu %llu, expected 2 5",
+                  (unsigned long long)rout[0], (unsigned long long)rout[1]);
+    gpu->free(gv); gpu->free(gout);
+    free(v);
+}
+END_TEST
+
 static const int pshapes[][7] = { /* B, C, H, W, k, stride, pad */
     {2, 3, 8, 8, 2, 2, 0},   {2, 4, 7, 9, 3, 2, 1},   {3, 5, 112, 112, 3, 2, 1},
     {1, 1, 5, 5, 3, 1, 1},   {2, 2, 6, 6, 3, 3, 0},   {4, 64, 32, 32, 3, 2, 1},
@@ -1628,6 +1658,7 @@ static Suite *gpu_suite(void)
     tcase_add_loop_test(t, test_batchnorm, 0, NBSHAPES);
     tcase_add_test(t, test_bn_running);
     tcase_add_test(t, test_f64_pack);
+    tcase_add_test(t, test_nonfinite);
     tcase_add_loop_test(t, test_maxpool, 0, NPSHAPES);
     tcase_add_test(t, test_avgpool);
     tcase_add_test(t, test_adaptive_avgpool);

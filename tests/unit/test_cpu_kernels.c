@@ -220,6 +220,33 @@ START_TEST(xent_hand)
 }
 END_TEST
 
+/* nonfinite by hand: the worst code (NaN over infinity) and the lowest
+ * index modulo m, over enough values for the threads to split them */
+START_TEST(nonfinite_hand)
+{
+    const cdp_backend *be = cdp_backend_cpu(2);
+    const size_t m = 50000, n = 2 * m;
+    float *x = calloc(n, sizeof *x);
+    uint64_t out[2] = {7, 7};
+    ck_assert_ptr_nonnull(x);
+    be->nonfinite(n, x, m, out);
+    ck_assert_msg(out[0] == 0 && out[1] == UINT64_MAX, "finite: %llu %llu",
+                  (unsigned long long)out[0], (unsigned long long)out[1]);
+    x[m + 40000] = INFINITY;   /* index 40000 of the second array */
+    be->nonfinite(n, x, m, out);
+    ck_assert_msg(out[0] == 1 && out[1] == 40000, "one infinity: %llu %llu",
+                  (unsigned long long)out[0], (unsigned long long)out[1]);
+    x[45000] = NAN;
+    x[3] = -INFINITY;
+    be->nonfinite(n, x, m, out);
+    ck_assert_msg(out[0] == 2 && out[1] == 3, "a NaN and infinities: %llu %llu",
+                  (unsigned long long)out[0], (unsigned long long)out[1]);
+    be->nonfinite(3, x, m, out);   /* only x[3.. ] outside: x[0..2] finite */
+    ck_assert_msg(out[0] == 0, "the first 3: %llu", (unsigned long long)out[0]);
+    free(x);
+}
+END_TEST
+
 /* torch.optim.SGD worked out in double, compared with the float kernel */
 START_TEST(sgd_hand)
 {
@@ -1061,6 +1088,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, sgd_clears_gradient);
     tcase_add_test(tc, zero_clears_exactly);
     tcase_add_test(tc, xent_hand);
+    tcase_add_test(tc, nonfinite_hand);
     tcase_add_test(tc, sgd_hand);
     tcase_add_test(tc, elementwise);
     tcase_add_test(tc, round_bf16_hand);
