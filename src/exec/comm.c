@@ -375,20 +375,66 @@ void cdp_comm_irecv(cdp_comm *c, void *buf, size_t n, int peer, int tag, MPI_Req
     MPI_Irecv(buf, as_count(n), MPI_BYTE, peer, tag, c->comm, req);
 }
 
-void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n)
+void cdp_comm_add_host(void *ctx, size_t n, float *acc, const float *x)
 {
-    cdp_comm_allreduce_sum_on(c, c->comm, buf, n);
+    (void)ctx;
+    for (size_t i = 0; i < n; i++)
+        acc[i] += x[i];
 }
 
-void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n)
+/* Chunk j of the ring's P: the first n % P chunks one float longer. */
+static void ring_chunk(size_t n, int P, int j, size_t *off, size_t *len)
 {
-    int size;
-    MPI_Comm_size(sub, &size);
-    MPI_Request r;
-    MPI_Iallreduce(MPI_IN_PLACE, buf, as_count(n), MPI_FLOAT, MPI_SUM, sub, &r);
-    cdp_comm_wait(c, &r);
+    const size_t base = n / (size_t)P, extra = n % (size_t)P, u = (size_t)j;
+    *off = u * base + (u < extra ? u : extra);
+    *len = base + (u < extra);
+}
+
+size_t cdp_comm_allreduce_tmp_floats(size_t n, int P)
+{
+    return P > 0 ? (n + (size_t)P - 1) / (size_t)P : n;
+}
+
+/* One step of the ring: chunk `send` of buf to the right, chunk `recv`
+ * from the left into `into` (tmp or buf itself), both waited for. */
+static void ring_step(cdp_comm *c, MPI_Comm sub, int right, int left, float *buf, size_t n, int P,
+                      int send, int recv, float *into_tmp)
+{
+    size_t so, sl, ro, rl;
+    ring_chunk(n, P, send, &so, &sl);
+    ring_chunk(n, P, recv, &ro, &rl);
+    MPI_Request rr, sr;
+    MPI_Irecv(into_tmp ? into_tmp : buf + ro, as_count(rl), MPI_FLOAT, left, CDP_TAG_RING, sub, &rr);
+    MPI_Isend(buf + so, as_count(sl), MPI_FLOAT, right, CDP_TAG_RING, sub, &sr);
+    count(c, (int64_t)(sl * sizeof(float)));
+    cdp_comm_wait(c, &rr);
+    cdp_comm_wait(c, &sr);
+}
+
+void cdp_comm_allreduce_sum(cdp_comm *c, MPI_Comm sub, float *buf, size_t n, float *tmp,
+                            cdp_comm_add_fn add, void *ctx)
+{
+    int P, r;
+    MPI_Comm_size(sub, &P);
+    MPI_Comm_rank(sub, &r);
     c->collectives++;
-    count(c, (int64_t)cdp_sched_allreduce_bytes(size, (double)n * sizeof(float)));
+    if (P == 1)
+        return;
+    const int right = (r + 1) % P, left = (r + P - 1) % P;
+    /* reduce-scatter: after step s rank r holds the sum of chunk r - s - 1
+     * over ranks r - s - 1 .. r; after P - 1 steps its chunk r + 1 is whole.
+     * Chunk j is summed in the order of the ranks from j on, whatever the
+     * timing: the same bits every run on P ranks. */
+    for (int s = 0; s < P - 1; s++) {
+        const int send = (r - s + P) % P, recv = (r - s - 1 + 2 * P) % P;
+        ring_step(c, sub, right, left, buf, n, P, send, recv, tmp);
+        size_t ro, rl;
+        ring_chunk(n, P, recv, &ro, &rl);
+        add(ctx, rl, buf + ro, tmp);
+    }
+    /* all-gather: the whole chunks go round once more */
+    for (int s = 0; s < P - 1; s++)
+        ring_step(c, sub, right, left, buf, n, P, (r + 1 - s + P) % P, (r - s + P) % P, NULL);
 }
 
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root)

@@ -3,8 +3,9 @@
  *
  * How traffic is counted (bytes a rank puts on the wire):
  *  - a point-to-point send counts its payload once, at the tick it is posted;
- *  - MPI_Allreduce of n bytes counts 2(P-1)/P * n per rank (ring algorithm:
- *    reduce-scatter then all-gather);
+ *  - the dp all-reduce of n bytes (cdp_comm_allreduce_sum, a ring:
+ *    reduce-scatter then all-gather) counts what it sends, 2(P-1)/P * n
+ *    per rank (exactly, with the chunks' rounding);
  *  - MPI_Bcast and MPI_Reduce of n bytes count (P-1)/P * n per rank
  *    (scatter + all-gather, reduce-scatter + gather).
  * Collective calls are counted per call on each rank. */
@@ -15,7 +16,8 @@
 #include <stdint.h>
 #include <mpi.h>
 
-enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS, CDP_TAG_STATS };
+enum { CDP_TAG_GRAD = 1, CDP_TAG_FULL, CDP_TAG_ACT, CDP_TAG_DACT, CDP_TAG_PARAMS, CDP_TAG_STATS,
+       CDP_TAG_RING };
 
 /* Exit status of a job the watchdog stopped (--timeout): MPI_Abort's code. */
 #define CDP_EXIT_STALLED 4
@@ -110,10 +112,22 @@ void cdp_comm_finalize(cdp_comm *c);
 void cdp_comm_allreduce_watched(cdp_comm *c, const void *in, void *out, int n, MPI_Datatype type,
                                 MPI_Op op, const char *phase, int64_t step);
 
-/* Collectives of the dp baselines (counted). */
-void cdp_comm_allreduce_sum(cdp_comm *c, float *buf, size_t n);
-/* The same on a sub-communicator (e.g. the ranks of one stage). */
-void cdp_comm_allreduce_sum_on(cdp_comm *c, MPI_Comm sub, float *buf, size_t n);
+/* acc[i] += x[i] for i < n where the all-reduce's buffers are (host or
+ * device memory), done when it returns: MPI reads acc next. */
+typedef void (*cdp_comm_add_fn)(void *ctx, size_t n, float *acc, const float *x);
+/* The add on host memory. */
+void cdp_comm_add_host(void *ctx, size_t n, float *acc, const float *x);
+/* The dp baselines' all-reduce: buf[0..n) summed over the ranks of sub
+ * (c->comm, or e.g. the ranks of one stage), in place, as a ring of
+ * point-to-point messages: a reduce-scatter, then an all-gather, each
+ * P - 1 steps of n/P floats to the right neighbour (2(P-1)/P * n floats a
+ * rank, counted as sent).  Chunk j of the P is summed in the order of the
+ * ranks from j on: the same bits every run on the same P.  tmp: room for
+ * cdp_comm_allreduce_tmp_floats(n, P) floats where buf is; add sums there.
+ * Each step waited for under the watchdog (c->what). */
+void cdp_comm_allreduce_sum(cdp_comm *c, MPI_Comm sub, float *buf, size_t n, float *tmp,
+                            cdp_comm_add_fn add, void *ctx);
+size_t cdp_comm_allreduce_tmp_floats(size_t n, int P);
 void cdp_comm_bcast(cdp_comm *c, void *buf, size_t n, int root);
 void cdp_comm_reduce_sum(cdp_comm *c, const float *send, float *recv, size_t n, int root);
 

@@ -246,6 +246,7 @@ void cdp_exec_destroy(cdp_exec *x)
     cdp_actmem_destroy(&x->state);
     x->be->free(x->stats);
     x->be->free(x->check);
+    if (x->ring_tmp) x->be->free(x->ring_tmp);
     x->be->free(x->ws);
     x->be->free(x->input_ws);
     if (x->stage_comm != MPI_COMM_NULL) MPI_Comm_free(&x->stage_comm);

@@ -67,6 +67,8 @@ struct cdp_exec {
     uint8_t *host_pixels;
     int32_t *host_labels;
     double *stats;              /* backend memory: loss sum, correct */
+    float *ring_tmp;            /* the all-reduce's scratch, backend memory (mpi_direct) */
+    size_t ring_tmp_bytes;
     uint64_t *check;            /* [2], backend memory: the state check's answer */
     int64_t samples;
     uint64_t serial;              /* this executor among the process's (parameter tags) */

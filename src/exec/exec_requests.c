@@ -177,6 +177,36 @@ void cdp_req_post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag)
 }
 
 
+/* the ring's add where MPI reads the backend's buffers directly */
+static void add_on_backend(void *ctx, size_t n, float *acc, const float *v)
+{
+    const cdp_backend *be = ctx;
+    be->add(n, acc, v);
+    be->sync();
+}
+
+/* The dp all-reduce of h (host staging, or the backend's buffer where MPI
+ * reads it), with the ring's scratch where h lives. */
+static void allreduce(cdp_exec *x, coll_kind kind, float *h, size_t n)
+{
+    MPI_Comm sub = kind == COLL_ALLREDUCE_STAGE ? x->stage_comm : x->comm->comm;
+    const int P = kind == COLL_ALLREDUCE_STAGE ? x->stage_comm_size : x->comm->size;
+    const size_t tb = cdp_comm_allreduce_tmp_floats(n, P) * sizeof(float);
+    if (x->mpi_direct) {
+        if (x->ring_tmp_bytes < tb) {
+            x->be->free(x->ring_tmp);
+            x->ring_tmp = x->be->alloc(tb);
+            if (!x->ring_tmp) abort();
+            x->ring_tmp_bytes = tb;
+        }
+        cdp_comm_allreduce_sum(x->comm, sub, h, n, x->ring_tmp, add_on_backend, (void *)x->be);
+        return;
+    }
+    float *tmp = staging_get(x, tb);
+    cdp_comm_allreduce_sum(x->comm, sub, h, n, tmp, cdp_comm_add_host, NULL);
+    staging_put(x, tmp, tb);
+}
+
 void cdp_req_collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int root)
 {
     /* One rank in the communicator: the sum is the buffer itself and the
@@ -197,8 +227,7 @@ void cdp_req_collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int r
         x->be->sync();
     }
     switch (kind) {
-    case COLL_ALLREDUCE: cdp_comm_allreduce_sum(x->comm, h, n); break;
-    case COLL_ALLREDUCE_STAGE: cdp_comm_allreduce_sum_on(x->comm, x->stage_comm, h, n); break;
+    case COLL_ALLREDUCE: case COLL_ALLREDUCE_STAGE: allreduce(x, kind, h, n); break;
     case COLL_BCAST: cdp_comm_bcast(x->comm, h, bytes, root); break;
     case COLL_REDUCE: cdp_comm_reduce_sum(x->comm, h, h, n, root); break;
     }

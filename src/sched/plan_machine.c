@@ -123,7 +123,7 @@ int cdp_plan_predict_print(FILE *out, const cdp_sched_config *c, const cdp_model
     if (bad) return -1;
     for (int k = 0; k < runs; k++)
         if (pr[k].collective)
-            fprintf(out, "  (%s with %s: MPI's collectives modelled as %s, alpha-beta)\n",
+            fprintf(out, "  (%s with %s: its all-reduce modelled as %s, alpha-beta)\n",
                     cdp_rule_name(cc[k].rule), cdp_framework_name(cc[k].framework), pr[k].collective);
     if (runs == 2)
         fprintf(out, "predicted %s/dp: step time %.3f (%s is %s)\n", cdp_rule_name(c->rule),

@@ -55,16 +55,31 @@ double cdp_tree_time(int S, int first, double n, const cdp_network *net)
     return t;
 }
 
+/* One step of cdp's ring over S ranks from `first`, in contiguous blocks
+ * of ranks_per_host: every rank sends n bytes to the next (the last to the
+ * first) and takes n from the one before, both at once; the slowest link
+ * decides.  Across hosts each host sends one flow out and takes one in on
+ * its link, inside a host each rank does the same on shared memory: both
+ * are exchanges, 1 + half_duplex times one way. */
+static double ring_step(int S, int first, double n, const cdp_network *net)
+{
+    const int hosts = host_of(net, first + S - 1) - host_of(net, first) + 1;
+    double t = 0;
+    if (hosts > 1)
+        t = net->inter.latency_s + (1 + net->inter.half_duplex) * occupancy(&net->inter, n);
+    if (S > hosts)
+        t = fmax(t, net->intra.latency_s + (1 + net->intra.half_duplex) * occupancy(&net->intra, n));
+    return t;
+}
+
 double cdp_allreduce_time(int S, int first, double n, const cdp_network *net, const char **algo)
 {
     if (algo) *algo = NULL;
-    if (S <= 1) return 0;   /* no MPI call on one rank */
-    /* cdp's all-reduce is MPI_Iallreduce in place, which Open MPI 4's
-     * libnbc runs as a binomial reduce to rank 0 and a binomial broadcast
-     * back, whatever the size (nbc_iallreduce.c: in place -> binomial):
-     * 2 ceil(log2 S) rounds of all n bytes, one way each */
-    if (algo) *algo = "binomial reduce + broadcast (libnbc, in place)";
-    return 2 * cdp_tree_time(S, first, n, net);
+    if (S <= 1) return 0;   /* no message on one rank */
+    /* cdp's own ring (exec/comm.c): a reduce-scatter and an all-gather,
+     * 2 (S - 1) steps of n / S bytes */
+    if (algo) *algo = "ring (reduce-scatter + all-gather)";
+    return 2 * (S - 1) * ring_step(S, first, n / S, net);
 }
 
 /* ---------------------------------------------------------- messages */

@@ -39,10 +39,10 @@ typedef struct cdp_prediction {
     const char *collective;  /* the all-reduce algorithm used, or NULL */
 } cdp_prediction;
 
-/* The alpha-beta time of cdp's all-reduce of n bytes (MPI_Iallreduce in
- * place) over S ranks placed in contiguous blocks of net->ranks_per_host,
- * first rank `first`: Open MPI's libnbc runs it as a binomial reduce and a
- * binomial broadcast, 2 ceil(log2 S) rounds of n bytes; *algo says so. */
+/* The alpha-beta time of cdp's all-reduce of n bytes over S ranks placed
+ * in contiguous blocks of net->ranks_per_host, first rank `first`: its
+ * ring, 2 (S - 1) steps of n / S bytes, each an exchange on the slowest
+ * link it uses; *algo says so. */
 double cdp_allreduce_time(int S, int first, double n, const cdp_network *net, const char **algo);
 /* MPI_Bcast / MPI_Reduce: a binomial tree, ceil(log2 S) rounds. */
 double cdp_tree_time(int S, int first, double n, const cdp_network *net);

@@ -17,12 +17,12 @@ echo "$out" | grep -q "compute from the measured layer times" \
     && echo "$out" | grep -q '^predict: rule=dp ' \
     && pass "--plan --machine: measured rows, cdp-v2 and dp lines" || fail "--plan --machine printed: $out"
 # README's cluster-scale example (examples/cluster.json, 512 ranks): both
-# rules predicted, dp's all-reduce the binomial trees Open MPI runs for it
+# rules predicted, dp's all-reduce cdp's ring
 cluster=$(dirname "$0")/../../examples/cluster.json
 out=$("$CDP" --plan --plan-ranks 512 --workers 512 --model resnet50 --data synthetic:3x224x224 \
           --batch 16 --machine "$cluster" --device-memory 80G 2>&1) || fail "README's cluster example: $out"
 echo "$out" | grep -q '^predict: rule=cdp-v2 framework=replicated ranks=512 step_s=[0-9].* fits=yes' \
-    && echo "$out" | grep -q 'binomial reduce + broadcast (libnbc, in place)' \
+    && echo "$out" | grep -q "ring (reduce-scatter + all-gather)" \
     && pass "README's cluster example: $(echo "$out" | grep '^predicted cdp-v2/dp')" \
     || fail "README's cluster example printed: $out"
 # the start cost: 0 from a run of one segment; from a run of three

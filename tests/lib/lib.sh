@@ -179,7 +179,7 @@ finish() {
 # N = L = 4 workers and stages), cdp-v1, cdp-v2 and dp --deterministic
 # bitwise identical on 1, 2, 3 and 4 ranks (byte-identical files) and to the
 # serial reference (--verify); zero on 2 ranks and model-parallel on 4
-# bitwise equal to replicated; dp with MPI_Allreduce within AR_TOL (an
+# bitwise equal to replicated; dp with its all-reduce within AR_TOL (an
 # st_compare tolerance; default 1e-5, the largest difference over the
 # largest value); the rules differ, so none of this is vacuous.
 frameworks_bitwise() {
@@ -212,9 +212,9 @@ frameworks_bitwise() {
     run 4 $common --rule cdp-v2 --framework model-parallel --save-weights "$d/mp.st" >/dev/null \
         && same $M "$d/mp.st" "$d/cdp-v2-1.st" 0 "$M cdp-v2: model-parallel on 4 ranks = replicated" \
         || fail "$M cdp-v2: model-parallel on 4 ranks did not run"
-    # dp with MPI_Allreduce: the sum's order is MPI's, 1e-5
+    # dp with its ring all-reduce: the sum in another order than the reference, 1e-5
     run 2 $common --rule dp --save-weights "$d/dp-ar.st" >/dev/null || fail "$M dp on 2 ranks did not run"
-    same $M "$d/dp-ar.st" "$d/dp-1.st" "$AR_TOL" "$M dp with MPI_Allreduce on 2 ranks within $AR_TOL"
+    same $M "$d/dp-ar.st" "$d/dp-1.st" "$AR_TOL" "$M dp with its all-reduce on 2 ranks within $AR_TOL"
     # the rules differ, so the checks above are not vacuous
     for pair in "cdp-v1 dp" "cdp-v2 dp" "cdp-v1 cdp-v2"; do
         set -- $pair

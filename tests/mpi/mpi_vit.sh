@@ -1,7 +1,7 @@
 # The ViT under every rule and framework, as tests/mpi/mpi_resnet.sh checks the
 # ResNets: cdp-v1 and cdp-v2 bitwise identical on 1, 2, 3 and 4 ranks (same
 # N; byte-identical saved weights) and to the serial reference; dp
-# --deterministic likewise; dp with MPI_Allreduce within 1e-5; model-parallel
+# --deterministic likewise; dp with its all-reduce within 1e-5; model-parallel
 # and zero bitwise equal to replicated; the rules really differ.  With SGD,
 # and with AdamW when cdp_run has --optimizer.
 . "$(dirname "$0")/../lib/lib.sh"

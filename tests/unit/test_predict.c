@@ -64,28 +64,28 @@ START_TEST(start_cost_by_hand)
 }
 END_TEST
 
-/* cdp's all-reduce (MPI_Iallreduce in place: libnbc's binomial reduce and
- * broadcast): 2 ceil(log2 S) rounds of a + n/b; a round of the tree costs
- * its slowest link, and a host's link carries each of its ranks' flows */
+/* cdp's all-reduce, its own ring: 2 (S - 1) steps of n/S bytes, each an
+ * exchange (a + o + (1 + h) n/S b) on the slowest link it uses; with
+ * several ranks a host, a step uses the host links and shared memory */
 START_TEST(allreduce_by_hand)
 {
     cdp_network n = net1(1e-3);
     const char *algo;
-    /* S = 2: reduce 0.001 + 1, broadcast the same */
-    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &n, &algo), 2.002, 1e-12);
-    ck_assert_str_eq(algo, "binomial reduce + broadcast (libnbc, in place)");
-    /* S = 4 and S = 3: two rounds each way */
-    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &n, &algo), 4.004, 1e-12);
-    ck_assert_double_eq_tol(cdp_allreduce_time(3, 0, 1e6, &n, &algo), 4.004, 1e-12);
-    ck_assert_double_eq_tol(cdp_allreduce_time(5, 0, 1e6, &n, &algo), 6.006, 1e-12);
-    /* small messages: S = 4, 1000 bytes: 4 (0.001 + 0.001) */
-    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e3, &n, &algo), 0.008, 1e-12);
-    /* 2 ranks per host, shared memory 10x faster: S = 4, the round inside
-     * a host 1e-4 + 0.1, the round across puts both ranks of host 0 on its
-     * link: 0.001 + 2 x 1; each way */
+    /* S = 2: reduce-scatter and all-gather, one step each of 0.001 + 0.5 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &n, &algo), 1.002, 1e-12);
+    ck_assert_str_eq(algo, "ring (reduce-scatter + all-gather)");
+    /* S = 4, 3, 5: 6 steps of 0.001 + 0.25, 4 of 0.001 + 1/3, 8 of 0.001 + 0.2 */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &n, &algo), 1.506, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(3, 0, 1e6, &n, &algo), 4 * (0.001 + 1.0 / 3), 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(5, 0, 1e6, &n, &algo), 1.608, 1e-12);
+    /* small messages: S = 4, 1000 bytes: 6 (0.001 + 0.00025) */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e3, &n, &algo), 0.0075, 1e-12);
+    /* 2 ranks per host, shared memory 10x faster: S = 4 on 2 hosts, a step
+     * costs the host link's 0.001 + 0.25 (shared memory's 1e-4 + 0.025 goes
+     * beside it); S = 2 inside one host: 2 steps of 1e-4 + 0.05 */
     cdp_network h2 = { 2, { 1e-4, 1e7, 0, 0 }, { 1e-3, 1e6, 0, 0 } };
-    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &h2, &algo), 2 * (0.1001 + 2.001), 1e-12);
-    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h2, &algo), 2 * 0.1001, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &h2, &algo), 1.506, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h2, &algo), 0.1002, 1e-12);
     /* binomial tree (MPI_Bcast, MPI_Reduce), S = 4: two rounds of 0.001 + 1 */
     ck_assert_double_eq_tol(cdp_tree_time(4, 0, 1e6, &n), 2.002, 1e-12);
     ck_assert_double_eq(cdp_allreduce_time(1, 0, 1e6, &n, &algo), 0);
@@ -93,14 +93,14 @@ START_TEST(allreduce_by_hand)
 END_TEST
 
 /* dp on 2 ranks, one worker each: forward, backward, the all-reduce of the
- * 1e6 bytes (2.002 s, above), the update */
+ * 1e6 bytes (1.002 s, above), the update */
 START_TEST(dp_two_ranks)
 {
     cdp_stage_cost st = { 1.0, 2.0, 0.5, 1e6, 0, 0, 0 };
     cdp_network n = net1(1e-3);
     cdp_prediction p = run(2, 1, 2, CDP_RULE_DP, 1, &st, &n);
-    ck_assert_double_eq_tol(p.step_s, 1 + 2 + 2.002 + 0.5, 1e-12);
-    ck_assert_str_eq(p.collective, "binomial reduce + broadcast (libnbc, in place)");
+    ck_assert_double_eq_tol(p.step_s, 1 + 2 + 1.002 + 0.5, 1e-12);
+    ck_assert_str_eq(p.collective, "ring (reduce-scatter + all-gather)");
     /* each rank counts 2(P-1)/P of the bytes */
     ck_assert_double_eq(p.link_peak_bytes, 1e6);
 }
@@ -134,7 +134,7 @@ END_TEST
  * 1 waits for before the tick that receives G1), G1, rank 1's B, S1: 8 s
  * with o = 0 (the case above), four transfers of 1 + 0.5 s here: 10 s
  * (S0 sent at 4.5, arrives 6 > 5.5, the end of rank 1's F).  The collectives:
- * every round of the trees a + o + n/b */
+ * every step of the ring and every round of the trees a + o + n/b */
 START_TEST(per_message_by_hand)
 {
     cdp_stage_cost st = { 1.0, 1.0, 0.0, 1e6, 0, 0, 0 };
@@ -144,38 +144,39 @@ START_TEST(per_message_by_hand)
     ck_assert_double_eq_tol(p.segment_s, 10.0, 1e-12);
     cdp_network c = net1(1e-3);
     c.inter.per_message_s = 0.5e-3;
-    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &c, NULL), 2 * 1.0015, 1e-12);
-    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &c, NULL), 4 * 1.0015, 1e-12);
-    /* 1000 bytes, S = 4: 4 (0.001 + 0.0005 + 0.001) */
-    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e3, &c, NULL), 0.01, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &c, NULL), 2 * 0.5015, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e6, &c, NULL), 6 * 0.2515, 1e-12);
+    /* 1000 bytes, S = 4: 6 (0.001 + 0.0005 + 0.00025) */
+    ck_assert_double_eq_tol(cdp_allreduce_time(4, 0, 1e3, &c, NULL), 0.0105, 1e-12);
     ck_assert_double_eq_tol(cdp_tree_time(4, 0, 1e6, &c), 2.003, 1e-12);
 }
 END_TEST
 
-/* A half-duplex link carries one direction at a time; the trees' rounds
- * send one way, so it does not slow them */
+/* A half-duplex link carries one direction at a time: the ring's steps
+ * are exchanges, each 1 + h times one way (a + (1 + h)(o + n/b)); the
+ * trees' rounds send one way, and it does not slow them */
 START_TEST(half_duplex_by_hand)
 {
     cdp_network c = net1(1e-3);
     c.inter.per_message_s = 0.5e-3;
     c.inter.half_duplex = 1;
-    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &c, NULL), 2 * 1.0015, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &c, NULL), 2 * (0.001 + 2 * 0.5005), 1e-12);
     ck_assert_double_eq_tol(cdp_tree_time(4, 0, 1e6, &c), 2.003, 1e-12);
     /* dp on 2 ranks (dp_two_ranks): forward, backward, the all-reduce, the update */
     cdp_stage_cost st = { 1.0, 2.0, 0.5, 1e6, 0, 0, 0 };
     cdp_prediction p = run(2, 1, 2, CDP_RULE_DP, 1, &st, &c);
-    ck_assert_double_eq_tol(p.step_s, 1 + 2 + 2.003 + 0.5, 1e-12);
+    ck_assert_double_eq_tol(p.step_s, 1 + 2 + 2.004 + 0.5, 1e-12);
     /* inside a host: the same on the shared-memory link */
     cdp_network h = { 2, { 1e-3, 1e6, 0.5e-3, 1 }, { 1, 1, 0, 0 } };
-    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h, NULL), 2.003, 1e-12);
+    ck_assert_double_eq_tol(cdp_allreduce_time(2, 0, 1e6, &h, NULL), 2.004, 1e-12);
 }
 END_TEST
 
 /* A link with a half_duplex share h: the other direction is held for h of
  * a message's time, so an exchange takes (1 + h) times one way.  dp on 2
  * ranks, 2 steps of forward 1 s, backward 1 s and the all-reduce of 1e6
- * bytes at 1e6 B/s (a tree: 1 s up, 1 s down, one way each): 8 s whatever
- * h.  cdp-v1 on 2 stages sends point to point (the simulation's transfers):
+ * bytes at 1e6 B/s (the ring: 2 exchanges of 0.5e6 bytes, (1 + h) s):
+ * 2 (3 + h) s.  cdp-v1 on 2 stages sends point to point (the simulation's transfers):
  * h = 0 and h = 1 bound it, and h = 0.5 adds half of what the directions
  * taking turns add. */
 START_TEST(duplex_share_by_hand)
@@ -186,7 +187,7 @@ START_TEST(duplex_share_by_hand)
     for (int k = 0; k < 3; k++) {
         cdp_network n = net1(0);
         n.inter.half_duplex = n.intra.half_duplex = h[k];
-        ck_assert_double_eq_tol(run(2, 1, 2, CDP_RULE_DP, 2, st, &n).segment_s, 8, 1e-12);
+        ck_assert_double_eq_tol(run(2, 1, 2, CDP_RULE_DP, 2, st, &n).segment_s, 6 + 2 * h[k], 1e-12);
         seg[k] = run(2, 2, 2, CDP_RULE_CDP_V1, 2, st, &n).segment_s;
     }
     ck_assert_double_gt(seg[2], seg[0]);
