@@ -33,7 +33,9 @@
  * dw for accumulate].  Descriptors and algorithms are cached per shape in a
  * small table (recreated identically after an eviction) and live as long
  * as the process.  Set CDP_CUDNN=0 to run every convolution on the im2col
- * path. */
+ * path, or CDP_CUDNN=fwd,dgrad (any of fwd, dgrad, wgrad) to run only those
+ * passes here and the others on im2col + cuBLAS (also deterministic): an
+ * A/B of each pass's path (a grouped shape cuDNN takes keeps all three). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,13 +85,43 @@ static cudnn_conv cache[CACHE];
 static int next_slot;
 static size_t ws_cap;
 
+/* CDP_CUDNN's list of passes; the whole mask for anything else but "0" */
+static int passes_of(const char *e)
+{
+    if (!e || !strcmp(e, "1") || !strcmp(e, "all"))
+        return CDP_CUDNN_ALL;
+    int m = 0;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s", e);
+    for (char *save = nullptr, *t = strtok_r(buf, ",", &save); t; t = strtok_r(nullptr, ",", &save)) {
+        if (!strcmp(t, "fwd")) m |= CDP_CUDNN_FWD;
+        else if (!strcmp(t, "dgrad")) m |= CDP_CUDNN_DGRAD;
+        else if (!strcmp(t, "wgrad")) m |= CDP_CUDNN_WGRAD;
+        else {
+            std::fprintf(stderr, "cdp: CDP_CUDNN=%s: '%s' is not 0, 1, all or a list of fwd, "
+                         "dgrad, wgrad; every pass through cuDNN\n", e, t);
+            return CDP_CUDNN_ALL;
+        }
+    }
+    return m;
+}
+
+static int pass_mask = -1;
+
 static int enabled(void)
 {
     if (cdp_cuda_conv_cudnn < 0) {
         const char *e = getenv("CDP_CUDNN");
         cdp_cuda_conv_cudnn = !(e && strcmp(e, "0") == 0);
     }
+    if (pass_mask < 0)
+        pass_mask = passes_of(getenv("CDP_CUDNN"));
     return cdp_cuda_conv_cudnn;
+}
+
+int cdp_cuda_cudnn_passes(void)
+{
+    return enabled() ? pass_mask : 0;
 }
 
 static void ensure_handle(void)
@@ -227,6 +259,8 @@ size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *s)
 int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, int bias,
                        float *y, float *ws)
 {
+    if (!(cdp_cuda_cudnn_passes() & CDP_CUDNN_FWD))
+        return 0;
     const cudnn_conv *c = lookup(s);
     if (!c)
         return 0;
@@ -239,35 +273,53 @@ int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, 
 int cdp_cuda_cudnn_bwd(const cdp_conv_shape *s, const float *x, const float *w, const float *dy,
                        float *dx, float *dw, int accumulate, float *ws)
 {
+    int m = cdp_cuda_cudnn_passes() & (CDP_CUDNN_DGRAD | CDP_CUDNN_WGRAD);
+    if (!m)
+        return 0;
     const cudnn_conv *c = lookup(s);
     if (!c)
         return 0;
+    if (cdp_conv_groups(s) > 1)
+        m = CDP_CUDNN_DGRAD | CDP_CUDNN_WGRAD;   /* im2col takes no groups */
     const float one = 1.0f, zero = 0.0f;
     float *dwt = ws + ws_floats_of(c);
-    CDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, c->x, x, c->y, dy, c->conv,
-                                                   c->bwd_filter, ws, c->ws_bytes, &zero, c->w,
-                                                   accumulate ? dwt : dw));
-    if (accumulate)
-        cdp_cuda_add(cdp_conv_weight_count(s), dw, dwt);
-    if (dx)
+    if (m & CDP_CUDNN_WGRAD) {
+        CDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, c->x, x, c->y, dy, c->conv,
+                                                       c->bwd_filter, ws, c->ws_bytes, &zero,
+                                                       c->w, accumulate ? dwt : dw));
+        if (accumulate)
+            cdp_cuda_add(cdp_conv_weight_count(s), dw, dwt);
+    }
+    if (dx && (m & CDP_CUDNN_DGRAD))
         CDP_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, c->w, w, c->y, dy, c->conv,
                                                      c->bwd_data, ws, c->ws_bytes, &zero, c->x,
                                                      dx));
-    return 1;
+    return dx ? m : m | CDP_CUDNN_DGRAD;
 }
 
 const char *cdp_cuda_cudnn_describe(void)
 {
     static char d[64];
+    static char d2[128];
     if (!enabled())
         return "conv im2col (CDP_CUDNN=0)";
     size_t v = cudnnGetVersion();
     std::snprintf(d, sizeof d, "conv cuDNN %zu.%zu.%zu (FMA, deterministic)", v / 10000,
                   (v / 100) % 100, v % 100);
-    return d;
+    if (pass_mask == CDP_CUDNN_ALL)
+        return d;
+    std::snprintf(d2, sizeof d2, "%s for%s%s%s, im2col for the rest", d,
+                  pass_mask & CDP_CUDNN_FWD ? " fwd" : "", pass_mask & CDP_CUDNN_DGRAD ? " dgrad" : "",
+                  pass_mask & CDP_CUDNN_WGRAD ? " wgrad" : "");
+    return d2;
 }
 
 #else /* no cuDNN in this build: every convolution on im2col */
+
+int cdp_cuda_cudnn_passes(void)
+{
+    return 0;
+}
 
 size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *)
 {

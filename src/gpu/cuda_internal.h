@@ -127,7 +127,13 @@ int cdp_cuda_is_device_ptr(const void *p);
 
 /* cuDNN convolutions (conv_cudnn.cu), tried first by the conv2d entry
  * points: each returns 0 (ws_floats: 0) where cuDNN is off, not built or
- * does not take the shape, and the caller runs im2col. */
+ * does not take the shape, and the caller runs im2col.  The passes cuDNN
+ * runs (CDP_CUDNN: all, or a list of fwd, dgrad, wgrad; the others on
+ * im2col): cdp_cuda_cudnn_passes' mask, and cdp_cuda_cudnn_bwd returns
+ * what it did of the backward (CDP_CUDNN_WGRAD | CDP_CUDNN_DGRAD; DGRAD
+ * also where dx is NULL). */
+enum { CDP_CUDNN_FWD = 1, CDP_CUDNN_DGRAD = 2, CDP_CUDNN_WGRAD = 4, CDP_CUDNN_ALL = 7 };
+int cdp_cuda_cudnn_passes(void);
 size_t cdp_cuda_cudnn_ws_floats(const cdp_conv_shape *s);
 int cdp_cuda_cudnn_fwd(const cdp_conv_shape *s, const float *x, const float *w, int bias,
                        float *y, float *ws);

@@ -107,10 +107,11 @@ static conv_plan conv_plan_make(const cdp_conv_shape *s)
 size_t cdp_cuda_conv2d_ws_floats(const cdp_conv_shape *s)
 {
     size_t c = cdp_cuda_cudnn_ws_floats(s);
-    if (c || cdp_conv_groups(s) > 1)   /* conv_grouped.cu needs none */
-        return c;
+    if (cdp_conv_groups(s) > 1 || (c && cdp_cuda_cudnn_passes() == CDP_CUDNN_ALL))
+        return c;   /* conv_grouped.cu needs none */
     conv_plan p = conv_plan_make(s);
-    return p.col + p.tmp + p.dwt;
+    const size_t i2c = p.col + p.tmp + p.dwt;   /* passes on im2col, one at a time */
+    return c > i2c ? c : i2c;
 }
 
 /* y[b, co, q] = b[co] (or +0 without a bias), n = B*Cout*P */
@@ -293,9 +294,14 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
         LAUNCH_I(k_conv_db, (size_t)s->B * P, Cout, RED_THREADS, s->B, Cout, P, dy, db,
                  accumulate);
     }
-    if (cdp_cuda_cudnn_bwd(s, x, w, dy, dx, dw, accumulate, ws))
+    /* what cuDNN did not (CDP_CUDNN's passes), on im2col + cuBLAS */
+    const int done = cdp_cuda_cudnn_bwd(s, x, w, dy, dx, dw, accumulate, ws);
+    const int want_w = !(done & CDP_CUDNN_WGRAD);
+    if ((done & CDP_CUDNN_DGRAD) && !want_w)
         return;
-    if (cdp_conv_groups(s) > 1) {
+    if (done & CDP_CUDNN_DGRAD)
+        dx = nullptr;
+    if (!done && cdp_conv_groups(s) > 1) {
         cdp_cuda_conv2d_grouped_bwd(s, x, w, dy, dx, dw, accumulate);
         return;
     }
@@ -316,13 +322,14 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
         const float *cp = col;
         if (direct)
             cp = x + (size_t)b0 * (size_t)s->Cin * P;
-        else
+        else if (want_w)   /* dgrad alone needs no columns of x */
             im2col(s, x, b0, g, P, (size_t)nc, col);
         /* row-major dw[Cout][K] += dy_c[Cout][nc] col_c[K][nc]^T, column-major
          * dw^T (K x Cout, ld K) = op_T(col_c^T as nc x K, ld nc) dy_c^T (nc x
          * Cout, ld nc) */
-        CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_T, CUBLAS_OP_N, p.K, Cout, nc,
-                                     &one, cp, nc, dyc, nc, first ? &zero : &one, dwd, p.K));
+        if (want_w)
+            CDP_CUBLAS_CHECK(cublasSgemm(cdp_cuda_g.blas, CUBLAS_OP_T, CUBLAS_OP_N, p.K, Cout, nc,
+                                         &one, cp, nc, dyc, nc, first ? &zero : &one, dwd, p.K));
         first = 0;
         if (!dx)
             continue;
@@ -337,7 +344,7 @@ void cdp_cuda_conv2d_bwd(const cdp_conv_shape *s, const float *x, const float *w
             LAUNCH_I(k_col2im, n, grid_for(n), CDP_THREADS, *s, col, b0, g, dx);
         }
     }
-    if (accumulate)
+    if (accumulate && want_w)
         cdp_cuda_add(nw, dw, dwt);
 }
 
