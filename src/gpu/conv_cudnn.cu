@@ -85,9 +85,11 @@ static cudnn_conv cache[CACHE];
 static int next_slot;
 static size_t ws_cap;
 
-/* CDP_CUDNN's list of passes; the whole mask for anything else but "0" */
+/* CDP_CUDNN's passes: 0 none, unset, 1 or all every one, else a list */
 static int passes_of(const char *e)
 {
+    if (e && !strcmp(e, "0"))
+        return 0;
     if (!e || !strcmp(e, "1") || !strcmp(e, "all"))
         return CDP_CUDNN_ALL;
     int m = 0;
@@ -108,20 +110,22 @@ static int passes_of(const char *e)
 
 static int pass_mask = -1;
 
+/* cdp_cuda_conv_cudnn (set by tests/gpu/test_gpu) switches cuDNN as a
+ * whole; the passes come from CDP_CUDNN once */
 static int enabled(void)
 {
-    if (cdp_cuda_conv_cudnn < 0) {
-        const char *e = getenv("CDP_CUDNN");
-        cdp_cuda_conv_cudnn = !(e && strcmp(e, "0") == 0);
-    }
     if (pass_mask < 0)
         pass_mask = passes_of(getenv("CDP_CUDNN"));
+    if (cdp_cuda_conv_cudnn < 0)
+        cdp_cuda_conv_cudnn = pass_mask != 0;
     return cdp_cuda_conv_cudnn;
 }
 
 int cdp_cuda_cudnn_passes(void)
 {
-    return enabled() ? pass_mask : 0;
+    if (!enabled())
+        return 0;
+    return pass_mask ? pass_mask : CDP_CUDNN_ALL;   /* switched on over CDP_CUDNN=0 */
 }
 
 static void ensure_handle(void)
@@ -306,11 +310,12 @@ const char *cdp_cuda_cudnn_describe(void)
     size_t v = cudnnGetVersion();
     std::snprintf(d, sizeof d, "conv cuDNN %zu.%zu.%zu (FMA, deterministic)", v / 10000,
                   (v / 100) % 100, v % 100);
-    if (pass_mask == CDP_CUDNN_ALL)
+    const int m = cdp_cuda_cudnn_passes();
+    if (m == CDP_CUDNN_ALL)
         return d;
     std::snprintf(d2, sizeof d2, "%s for%s%s%s, im2col for the rest", d,
-                  pass_mask & CDP_CUDNN_FWD ? " fwd" : "", pass_mask & CDP_CUDNN_DGRAD ? " dgrad" : "",
-                  pass_mask & CDP_CUDNN_WGRAD ? " wgrad" : "");
+                  m & CDP_CUDNN_FWD ? " fwd" : "", m & CDP_CUDNN_DGRAD ? " dgrad" : "",
+                  m & CDP_CUDNN_WGRAD ? " wgrad" : "");
     return d2;
 }
 
