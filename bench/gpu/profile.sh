@@ -65,16 +65,29 @@ fi
 . "$here/../lib/common.sh"
 bench_header
 echo "# $([ -n "$NCU" ] && "$NCU" --version 2>&1 | tail -1); $("$CDP" --version 2>&1 | head -1)"
+# traced WHO CASE STEPS COMMAND...: COMMAND under kernel_trace.so, added up
+# per step (profile_trace.py); a run that outlasts TRACE_TIMEOUT is killed,
+# and what it wrote by then (every 100 ms) is still read
+traced() {
+    local who=$1 c=$2 st=$3 f=$tmp/$1.tsv
+    shift 3
+    rm -f "$f"
+    timeout -k 5 "$TRACE_TIMEOUT" env CDP_KTRACE_OUT="$f" LD_PRELOAD="$ktrace" "$@" >"$tmp/$who.log" 2>&1 ||
+        echo "# $who $c traced: exit $? $(tail -2 "$tmp/$who.log" | tr '\n' ' ')"
+    [ -f "$f" ] || : >"$f"   # no CUDA ran: profile_trace.py says there are no records
+    [ -z "${TRACE_KEEP:-}" ] || { mkdir -p "$TRACE_KEEP"; gzip -c "$f" >"$TRACE_KEEP/$who-${c//:/-}.tsv.gz"; }
+    "$PYTHON" "$here/profile_trace.py" --case "$who $c" --steps "$st" --top "$TOP" <"$f"
+}
 rc=0
 for c in $CASES; do
     IFS=: read -r m s n <<<"$c"
     b=$((s / n))
-    run_args() {  # STEPS: cdp_run's arguments for a run of STEPS steps
+    run_args() {  # STEPS [LOG]: cdp_run's arguments for a run of STEPS steps, logged every LOG
         args=(--backend "${BACKEND:-cuda}" --model "$m" --data "synthetic:$SHAPE:n=$((s * ($1 + 1))):test=$b"
-              --workers "$n" --batch "$b" --rule "$RULE" --steps "$1" --log-every 1 --eval-every 0
+              --workers "$n" --batch "$b" --rule "$RULE" --steps "$1" --log-every "${2:-0}" --eval-every 0
               --lr 0.05 --momentum 0.9 --weight-decay 5e-4)
     }
-    run_args "$STEPS"
+    run_args "$STEPS" 1
     # the wall time of each step without ncu
     timeout "$RUN_TIMEOUT" "$CDP" "${args[@]}" --quiet --metrics "$tmp/m.json" >"$tmp/plain.log" 2>&1 ||
         { echo "RESULT profile FAIL: $c without ncu: $(tail -2 "$tmp/plain.log" | tr '\n' ' ')"; rc=1; continue; }
@@ -101,22 +114,12 @@ for c in $CASES; do
             continue
         fi
         tsteps=$((STEPS < 6 ? 6 : STEPS))
-        run_args "$tsteps"
-        # a traced run that outlasts TRACE_TIMEOUT is killed; what it wrote by
-        # then (every 100 ms) is still read
-        rm -f "$tmp/cdp.tsv" "$tmp/torch.tsv"
-        timeout -k 5 "$TRACE_TIMEOUT" env CDP_KTRACE_OUT="$tmp/cdp.tsv" LD_PRELOAD="$ktrace" "$CDP" "${args[@]}" \
-            --quiet --metrics "$tmp/tm.json" \
-            >"$tmp/t.log" 2>&1 || echo "# $c traced: exit $? $(tail -2 "$tmp/t.log" | tr '\n' ' ')"
-        "$PYTHON" "$here/profile_trace.py" --case "cdp $c" --steps "$tsteps" --top "$TOP" <"$tmp/cdp.tsv" || rc=1
+        run_args "$tsteps"   # one segment, no logging: the steps a training run takes between logs
         cfg=b:$s
         [ "$n" = 1 ] || cfg=acc$n:$s
-        timeout -k 5 "$TRACE_TIMEOUT" env CDP_KTRACE_OUT="$tmp/torch.tsv" LD_PRELOAD="$ktrace" "$PYTHON" \
-            "$here/torch_gpu.py" throughput --device "${DEVICE:-cuda}" --model "$m" --shape "$SHAPE" --configs "$cfg" --warmup 2 --steps $((tsteps - 2)) \
-            --reps 1 >"$tmp/tt.log" 2>&1 || echo "# $c PyTorch traced: exit $? $(tail -2 "$tmp/tt.log" | tr '\n' ' ')"
-        "$PYTHON" "$here/profile_trace.py" --case "torch $c" --steps "$tsteps" --top "$TOP" <"$tmp/torch.tsv" || rc=1
-        [ -z "${TRACE_KEEP:-}" ] || { mkdir -p "$TRACE_KEEP"; gzip -c "$tmp/cdp.tsv" >"$TRACE_KEEP/cdp-${m}-$n.tsv.gz"
-                                      gzip -c "$tmp/torch.tsv" >"$TRACE_KEEP/torch-${m}-$n.tsv.gz"; }
+        traced cdp "$c" "$tsteps" "$CDP" "${args[@]}" --quiet || rc=1
+        traced torch "$c" "$tsteps" "$PYTHON" "$here/torch_gpu.py" throughput --device "${DEVICE:-cuda}" \
+            --model "$m" --shape "$SHAPE" --configs "$cfg" --warmup 2 --steps $((tsteps - 2)) --reps 1 || rc=1
         continue
     fi
     [ "${NCU_RUN:-1}" = 0 ] && continue
