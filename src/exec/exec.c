@@ -632,6 +632,11 @@ static void op_recv_full(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     (void)k0;
     const int l = in->stage;
+    /* a full sum still being passed on keeps its buffer until sent */
+    if (x->full[l] && cdp_req_busy(x, x->full[l], nbytes(x, in))) {
+        cdp_req_release_later(x, &x->state, x->full[l], nbytes(x, in));
+        x->full[l] = NULL;
+    }
     if (!x->full[l])
         x->full[l] = cdp_actmem_alloc(&x->state, nbytes(x, in));
     cdp_req_post_recv(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
@@ -977,8 +982,8 @@ void cdp_exec_take_train_stats(cdp_exec *x, double *loss_sum, double *correct, i
 
 /* the segment's ticks: the slot after them holds no send, and counting it
  * made the mean bytes per tick differ from --plan's */
-const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n) { *n = x->seg_ticks; return x->tick_act; }
-const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->seg_ticks; return x->tick_bytes; }
+const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n) { *n = x->seg_ticks + 1; return x->tick_act; }
+const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->seg_ticks + 1; return x->tick_bytes; }
 int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }
 int64_t cdp_exec_act_reserved_peak(const cdp_exec *x) { return x->mem.reserved_peak; }
 int64_t cdp_exec_model_state_bytes(const cdp_exec *x) { return x->state.live_peak; }

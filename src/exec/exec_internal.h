@@ -85,8 +85,9 @@ struct cdp_exec {
 
     int64_t *tick_act, *tick_bytes;
     int ntick;
-    int seg_ticks;   /* the last segment's ticks, as the schedule counts them
-                      * (tick_act and tick_bytes hold one more, after it) */
+    int seg_ticks;   /* the last segment's ticks, as the schedule counts them;
+                      * tick_act and tick_bytes hold one more, its drain, where
+                      * the last updates pass full sums on */
 
     cdp_comm_what cur;          /* the instruction being executed */
 

@@ -77,19 +77,25 @@ void cdp_req_progress(cdp_exec *x)
     }
 }
 
-/* Waits for every request that touches [buf, buf + bytes). */
-void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes)
+/* Waits for the requests (receives only: recv_only) that touch
+ * [buf, buf + bytes). */
+static void wait_overlapping(cdp_exec *x, const void *buf, size_t bytes, int recv_only)
 {
     const char *b = buf;
     for (size_t k = 0; k < x->npend;) {
         pending *p = &x->pend[k];
-        if (p->buf < b + bytes && b < p->buf + p->bytes) {
+        if ((p->is_recv || !recv_only) && p->buf < b + bytes && b < p->buf + p->bytes) {
             wait_req(x, p);
             finish(x, k);
         } else {
             k++;
         }
     }
+}
+
+void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes)
+{
+    wait_overlapping(x, buf, bytes, 0);
 }
 
 /* A send whose receiver posts at tick `due` must be done by the start of
@@ -158,6 +164,9 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
 
 void cdp_req_post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag, int due)
 {
+    /* a buffer still being received (a full sum passed on) is sent once
+     * it has arrived */
+    wait_overlapping(x, buf, bytes, 1);
     pending *p = new_pending(x, (void *)buf, bytes, 0);
     p->due = due;
     if (p->staging)

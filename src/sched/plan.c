@@ -7,13 +7,11 @@
 #include "sched/plan.h"
 
 typedef struct plan_fig {
-    int T;                 /* ticks */
+    int T;                 /* ticks: the segment's and its drain (the last) */
     int64_t *units;        /* stage-activations live per tick (all ranks) */
     double *act_bytes;     /* activation bytes live per tick (all ranks) */
     double *sent;          /* bytes sent per tick (all ranks) */
 } plan_fig;
-
-static int first_worker(int N, int P, int r) { return (int)(((int64_t)r * N) / P); }
 
 static double stage_param_bytes(const cdp_model *m, int l)
 {
@@ -22,19 +20,18 @@ static double stage_param_bytes(const cdp_model *m, int l)
 
 static int figures(const cdp_sched_config *c, const cdp_model *m, int B, plan_fig *f)
 {
-    const int N = c->N, L = c->L, P = c->P, K = c->K, L2 = 2 * L;
+    const int N = c->N, L = c->L, K = c->K, L2 = 2 * L;
+    /* the drain, tick T, holds no activation but may send: the updates
+     * of the last step pass full sums on (schedule.c) */
     const int T = L2 * (K - 1) + cdp_offset(N, L, c->rule, N - 1) + L2;
-    f->T = T;
+    f->T = T + 1;
     int64_t *du = calloc((size_t)T + 1, sizeof *du);
     double *db = calloc((size_t)T + 1, sizeof *db);
-    f->units = calloc((size_t)T, sizeof *f->units);
-    f->act_bytes = calloc((size_t)T, sizeof *f->act_bytes);
-    f->sent = calloc((size_t)T, sizeof *f->sent);
+    f->units = calloc((size_t)T + 1, sizeof *f->units);
+    f->act_bytes = calloc((size_t)T + 1, sizeof *f->act_bytes);
+    f->sent = calloc((size_t)T + 1, sizeof *f->sent);
     if (!du || !db || !f->units || !f->act_bytes || !f->sent) return -1;
-    double total_param_bytes = 0;
-    for (int l = 0; l < L; l++) total_param_bytes += stage_param_bytes(m, l);
-    const int use_allreduce = c->rule == CDP_RULE_DP && !c->deterministic;
-    for (int s = 0; s < K; s++) {
+    for (int s = 0; s < K; s++)
         for (int i = 0; i < N; i++) {
             int start = L2 * s + cdp_offset(N, L, c->rule, i);
             for (int l = 0; l < L; l++) {
@@ -44,24 +41,9 @@ static int figures(const cdp_sched_config *c, const cdp_model *m, int B, plan_fi
                 db[tf] += ab; db[tb + 1] -= ab;
             }
         }
-        if (P == 1) continue;
-        if (use_allreduce) {
-            f->sent[L2 * s + L2 - 1] += 2.0 * (P - 1) * total_param_bytes;
-            continue;
-        }
-        for (int l = 0; l < L; l++) {
-            for (int r = 0; r < P - 1; r++) {
-                int last = first_worker(N, P, r + 1) - 1;
-                int tb = L2 * s + cdp_offset(N, L, c->rule, last) + L2 - 1 - l;
-                f->sent[tb] += stage_param_bytes(m, l);
-            }
-            int tb = L2 * s + cdp_offset(N, L, c->rule, N - 1) + L2 - 1 - l;
-            f->sent[tb] += (double)(P - 1) * stage_param_bytes(m, l);
-        }
-    }
     int64_t u = 0;
     double b = 0;
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t <= T; t++) {
         u += du[t];
         b += db[t];
         f->units[t] = u;
@@ -290,17 +272,14 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
         snprintf(err, errlen, "--plan: out of memory");
         return -1;
     }
-    double coll = (c->rule == CDP_RULE_DP && !c->deterministic) ? 1 : 0;
-    if (c->framework != CDP_FW_REPLICATED) {
-        if (c->framework == CDP_FW_MODEL_PARALLEL)
-            dp.P = cdp_schedule_ranks_needed(&dp);
-        coll = schedule_traffic(c, m, B, &f);
-        if (coll < 0 || schedule_traffic(&dp, m, B, &fd) < 0) {
-            fprintf(out, "(traffic figures need the instruction lists; this size is too big to build them here)\n");
-            memset(f.sent, 0, sizeof(double) * (size_t)f.T);
-            memset(fd.sent, 0, sizeof(double) * (size_t)fd.T);
-            coll = -1;
-        }
+    if (c->framework == CDP_FW_MODEL_PARALLEL)
+        dp.P = cdp_schedule_ranks_needed(&dp);
+    double coll = schedule_traffic(c, m, B, &f);
+    if (coll < 0 || schedule_traffic(&dp, m, B, &fd) < 0) {
+        fprintf(out, "(traffic figures need the instruction lists; this size is too big to build them here)\n");
+        memset(f.sent, 0, sizeof(double) * (size_t)f.T);
+        memset(fd.sent, 0, sizeof(double) * (size_t)fd.T);
+        coll = -1;
     }
     int list = f.T <= 64;
     if (list) {
@@ -337,12 +316,11 @@ int cdp_plan_print(FILE *out, const cdp_sched_config *c, const cdp_model *m, int
             "  frees a stage's output once the next stage's backward has read it, a little higher\n"
             "  for the gradients in flight between stages)\n");
     if (psd > 0)
-        fprintf(out, "bytes sent: peak tick %.0f, mean per tick %.0f (dp with MPI_Allreduce: peak %.0f, mean %.0f;\n"
+        fprintf(out, "bytes sent: peak tick %.0f, mean per tick %.0f (dp with its all-reduce: peak %.0f, mean %.0f;\n"
                 "  an all-reduce counts 2(P-1)/P x its bytes per rank, the ring algorithm's traffic)\n",
                 ps, ms, psd, msd);
     if (coll >= 0)
-        fprintf(out, "collective calls per step (all ranks): %g\n",
-                c->framework == CDP_FW_REPLICATED ? coll * c->P : coll);
+        fprintf(out, "collective calls per step (all ranks): %g\n", coll);
     fig_free(&f);
     fig_free(&fd);
     return 0;

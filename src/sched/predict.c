@@ -467,7 +467,8 @@ static int step(sim *S, int r)
     case CDP_OP_SEND_GRAD:
         if (post_send(S, r, (mkey){ M_GRAD, in->peer, l, in->step, i + 1 }, c->param_bytes, in)) return FAILED;
         break;
-    case CDP_OP_SEND_FULL:
+    case CDP_OP_SEND_FULL:   /* a holder passes on the sum once it has it */
+        if (wait_for(S, r, (mkey){ M_FULL, r, l, in->step, 0 })) return BLOCKED;
         if (post_send(S, r, (mkey){ M_FULL, in->peer, l, in->step, 0 }, c->param_bytes, in)) return FAILED;
         break;
     case CDP_OP_SEND_ACT:

@@ -299,6 +299,7 @@ typedef struct sched_ctx {
     unsigned char *holder;    /* [r * L + l]: rank r keeps stage l between steps */
     use *uses;                /* zero: (tick, rank, stage, version) a rank borrows */
     size_t nuse;
+    struct link_key *chain;   /* [P]: deliver_full_sum's scratch */
 } sched_ctx;
 
 #define SLOT(b, i, l) ((b)->s->slot_rank[(i) * (b)->c->L + (l)])
@@ -327,7 +328,7 @@ typedef struct framework_builder {
 static void emit_slot(const sched_ctx *b, const framework_builder *fb, int st, int i, int l)
 {
     const cdp_sched_config *c = b->c;
-    const int N = c->N, L = c->L, P = c->P, collective = b->collective;
+    const int N = c->N, L = c->L, collective = b->collective;
     const int r = SLOT(b, i, l);
     if (!WANT(b, r))
         return;
@@ -370,72 +371,111 @@ static void emit_slot(const sched_ctx *b, const framework_builder *fb, int st, i
     if (!collective && i < N - 1 && SLOT(b, i + 1, l) != r)
         kpush(kl, tb, PH_BWD, bsub, 5, due(mk(CDP_OP_SEND_GRAD, i, l, SLOT(b, i + 1, l), st, 0, 0),
                                            bwd_tick(c, st, i + 1, l) - fb->early_partial_recv));
-    if (!collective && i == N - 1) {
+    if (!collective && i == N - 1)
         kpush(kl, tb, PH_BWD, bsub, 6, mk(CDP_OP_FINALIZE, -1, l, -1, st, 0, 0));
-        int lastq = -1;
-        for (int q = 0; q < P; q++)
-            if (q != r && HOLDS(b, q, l)) lastq = q;
-        for (int q = 0; q < P; q++)
-            if (q != r && HOLDS(b, q, l))
-                kpush(kl, tb, PH_BWD, bsub, 7 + q, due(mk(CDP_OP_SEND_FULL, -1, l, q, st, 0,
-                                                       q == lastq ? CDP_F_LAST : 0), tb));
-    }
 }
 
-/* Without a collective: each holder but the one that finalized receives
- * the full sum, posted as soon as its buffer is free, that is right after
- * the APPLY that reads the previous full sum: the sender then finds the
- * receive posted and does not wait for this rank to reach tick tg. */
-static void receive_full_sum(const sched_ctx *b, int r, int st, int l, int tg)
+/* The holders of stage l other than the finalizer, in the order they
+ * apply version st + 1: the order the full sum of step st travels in. */
+typedef struct link_key { int tick, phase, dist, rank; } link_key;
+
+static int link_key_cmp(const void *a, const void *b)
 {
-    const int fin = SLOT(b, b->c->N - 1, l);
-    if (!HOLDS(b, r, l) || r == fin)
-        return;
-    int ph = PH_END;
-    int tp = tg;
-    if (st > 0 && b->c->framework != CDP_FW_ZERO)
-        tp = apply_tick(b->c, b->collective, b->s->slot_rank, r, l, st - 1, b->drain, &ph);
-    if (tp < tg)
-        kpush(&b->lists[r], tp, ph, l, 2, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
-    else
-        kpush(&b->lists[r], tg, PH_END, l, 0, mk(CDP_OP_RECV_FULL, -1, l, fin, st, 0, 0));
+    const link_key *x = a, *y = b;
+    if (x->tick != y->tick) return x->tick < y->tick ? -1 : 1;
+    if (x->phase != y->phase) return x->phase < y->phase ? -1 : 1;
+    return (x->dist > y->dist) - (x->dist < y->dist);
+}
+
+static int full_sum_chain(const sched_ctx *b, int st, int l, link_key *chain)
+{
+    const cdp_sched_config *c = b->c;
+    const int P = c->P, fin = SLOT(b, c->N - 1, l);
+    int n = 0;
+    for (int q = 0; q < P; q++) {
+        if (q == fin || !HOLDS(b, q, l)) continue;
+        link_key *k = &chain[n++];
+        k->rank = q;
+        k->dist = (q - fin + P) % P;
+        k->tick = apply_tick(c, 0, b->s->slot_rank, q, l, st, b->drain, &k->phase);
+    }
+    qsort(chain, (size_t)n, sizeof *chain, link_key_cmp);
+    return n;
+}
+
+/* Without a collective the full sum of (step st, stage l) travels along
+ * its holders in the order they apply it (full_sum_chain): the finalizer
+ * sends it to the first as soon as it is summed, and each holder passes it
+ * on to the next just before its own APPLY reads it.  A holder's link
+ * carries the sum once each way, where sending it from the finalizer to
+ * every holder put all their copies on the finalizer's link.
+ * Each holder posts its receive as soon as its buffer is free, right after
+ * the APPLY that read the previous sum (the sender then finds the receive
+ * posted and does not wait for this rank to reach tick tg; a buffer still
+ * being passed on is left to its send and the receive takes another); zero's
+ * owner at tick tg. */
+static void deliver_full_sum(const sched_ctx *b, int st, int l, int tg)
+{
+    const cdp_sched_config *c = b->c;
+    const int fin = SLOT(b, c->N - 1, l);
+    const int n = full_sum_chain(b, st, l, b->chain);
+    if (n > 0 && WANT(b, fin)) {
+        const int tb = bwd_tick(c, st, c->N - 1, l);
+        kpush(&b->lists[fin], tb, PH_BWD, l * c->N + c->N - 1, 7,
+              due(mk(CDP_OP_SEND_FULL, -1, l, b->chain[0].rank, st, 0, CDP_F_LAST), tb));
+    }
+    for (int k = 0; k < n; k++) {
+        const int r = b->chain[k].rank, from = k ? b->chain[k - 1].rank : fin;
+        if (!WANT(b, r)) continue;
+        if (k + 1 < n)
+            kpush(&b->lists[r], b->chain[k].tick, b->chain[k].phase, l, 0,
+                  due(mk(CDP_OP_SEND_FULL, -1, l, b->chain[k + 1].rank, st, 0, CDP_F_LAST),
+                      b->chain[k + 1].tick));
+        int ph = PH_END, tp = tg;
+        if (st > 0 && c->framework != CDP_FW_ZERO)
+            tp = apply_tick(c, 0, b->s->slot_rank, r, l, st - 1, b->drain, &ph);
+        if (tp < tg)
+            kpush(&b->lists[r], tp, ph, l, 2, mk(CDP_OP_RECV_FULL, -1, l, from, st, 0, 0));
+        else
+            kpush(&b->lists[r], tg, PH_END, l, 0, mk(CDP_OP_RECV_FULL, -1, l, from, st, 0, 0));
+    }
 }
 
 /* replicated: one all-reduce of the whole gradient per step, or the sums */
 static void deliver_replicated(const sched_ctx *b, int st, int l, int tg)
 {
-    for (int r = 0; r < b->c->P; r++) {
-        if (!WANT(b, r)) continue;
-        if (!b->collective)
-            receive_full_sum(b, r, st, l, tg);
-        else if (l == 0)
-            kpush(&b->lists[r], tg, PH_END, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
+    if (!b->collective) {
+        deliver_full_sum(b, st, l, tg);
+        return;
     }
+    for (int r = 0; r < b->c->P; r++)
+        if (WANT(b, r) && l == 0)
+            kpush(&b->lists[r], tg, PH_END, 0, 0, mk(CDP_OP_ALLREDUCE, -1, -1, -1, st, 0, 0));
 }
 
 /* model-parallel: an all-reduce among the ranks of each stage, or the sums */
 static void deliver_model_parallel(const sched_ctx *b, int st, int l, int tg)
 {
-    for (int r = 0; r < b->c->P; r++) {
-        if (!WANT(b, r)) continue;
-        if (!b->collective)
-            receive_full_sum(b, r, st, l, tg);
-        else if (HOLDS(b, r, l))
-            kpush(&b->lists[r], tg, PH_END, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
+    if (!b->collective) {
+        deliver_full_sum(b, st, l, tg);
+        return;
     }
+    for (int r = 0; r < b->c->P; r++)
+        if (WANT(b, r) && HOLDS(b, r, l))
+            kpush(&b->lists[r], tg, PH_END, l, 0, mk(CDP_OP_ALLREDUCE, -1, l, -1, st, 0, 0));
 }
 
 /* zero: a reduce to the owner at the stage's backward tick, or the sums */
 static void deliver_zero(const sched_ctx *b, int st, int l, int tg)
 {
-    for (int r = 0; r < b->c->P; r++) {
-        if (!WANT(b, r)) continue;
-        if (!b->collective)
-            receive_full_sum(b, r, st, l, tg);
-        else
+    if (!b->collective) {
+        deliver_full_sum(b, st, l, tg);
+        return;
+    }
+    for (int r = 0; r < b->c->P; r++)
+        if (WANT(b, r))
             kpush(&b->lists[r], bwd_tick(b->c, st, 0, l), PH_END, l, 0,
                   mk(CDP_OP_REDUCE_GRAD, -1, l, b->s->stage_owner[l], st, 0, 0));
-    }
 }
 
 /* zero: the uses of a stage's parameters on a rank that does not own them,
@@ -558,8 +598,9 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
 {
     const framework_builder *fb = &framework_builders[c->framework];
     sched_ctx b = { c, s, lists, only_rank, c->rule == CDP_RULE_DP && !c->deterministic,
-                    s->nticks, calloc((size_t)c->P * c->L, 1), NULL, 0 };
-    if (!b.holder) abort();
+                    s->nticks, calloc((size_t)c->P * c->L, 1), NULL, 0,
+                    malloc(sizeof(struct link_key) * (size_t)c->P) };
+    if (!b.holder || !b.chain) abort();
     for (int r = 0; r < c->P; r++)
         for (int l = 0; l < c->L; l++)
             b.holder[r * c->L + l] = (unsigned char)cdp_schedule_holds(s, r, l);
@@ -576,6 +617,7 @@ static void build(const cdp_sched_config *c, int only_rank, cdp_schedule *s, key
     emit_applies(&b, fb);
     free(b.uses);
     free(b.holder);
+    free(b.chain);
 }
 #undef SLOT
 #undef WANT

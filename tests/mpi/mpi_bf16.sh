@@ -12,7 +12,7 @@
 bf="--precision bf16 --quiet --eval-every 0 --threads 1"
 check_model() {
     local M=$1 common="$2 $bf"
-    # dp with MPI_Allreduce: the sum order's last bits, amplified by
+    # dp with its ring all-reduce: the sum order's last bits, amplified by
     # BatchNorm and AdamW (as tests/mpi/mpi_resnet.sh and mpi_vit.sh)
     AR_TOL=$3 frameworks_bitwise "$M" "$common"
     run 1 $common --rule cdp-v2 --save-weights "$TMP/b1.st" >/dev/null || fail "$M: bf16 did not run"

@@ -15,6 +15,6 @@ same $M "$TMP/det4.st" "$TMP/det1.st" 0 "dp --deterministic: 4 ranks bitwise equ
 out=$(run 4 $common --deterministic --verify 2>&1) && echo "$out" | grep -q " 0 of .* differ bitwise" \
     && pass "dp --deterministic on 4 ranks equals the serial reference bitwise" \
     || fail "dp --deterministic --verify on 4 ranks: $out"
-out=$(run 2 $common --verify 2>&1) && pass "dp with MPI_Allreduce within 1e-5 of the reference: $(echo "$out" | grep verify)" \
+out=$(run 2 $common --verify 2>&1) && pass "dp with its ring all-reduce within 1e-5 of the reference: $(echo "$out" | grep verify)" \
     || fail "dp --verify on 2 ranks: $out"
 finish

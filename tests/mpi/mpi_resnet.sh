@@ -1,7 +1,7 @@
 # ResNets with BatchNorm under every rule and framework: cdp-v1 and cdp-v2
 # bitwise identical on 1, 2, 3 and 4 ranks (byte-identical saved weights)
 # and to the serial reference (running statistics included); dp
-# --deterministic likewise; dp with MPI_Allreduce within 5e-4 of the whole
+# --deterministic likewise; dp with its ring all-reduce within 5e-4 of the whole
 # model's 2-norm; model-parallel and zero bitwise equal to replicated; the
 # rules really differ.
 #

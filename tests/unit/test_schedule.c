@@ -172,6 +172,17 @@ static msg *find(sim *s, int kind, int stage, int step, int src, int dst, int cr
     return &s->m[s->n++];
 }
 
+/* the message of kind/stage/step into rank dst, from whichever rank */
+static msg *find_into(sim *s, int kind, int stage, int step, int dst)
+{
+    for (int k = 0; k < s->n; k++) {
+        msg *m = &s->m[k];
+        if (m->kind == kind && m->stage == stage && m->step == step && m->dst == dst)
+            return m;
+    }
+    return NULL;
+}
+
 /* all messages of kind/stage sent by rank src before step `step` were received */
 static int sends_done(sim *s, int kind, int stage, int src, int before_step)
 {
@@ -207,6 +218,14 @@ static void simulate(const cdp_schedule *sch)
                     m->sent = 1;
                     break;
                 case CDP_OP_SEND_FULL:
+                    /* a holder passes on the full sum it has received */
+                    if (r != sch->slot_rank[(sch->cfg.N - 1) * sch->cfg.L + in->stage]) {
+                        m = find_into(&s, 1, in->stage, in->step, r);
+                        if (!(m && m->sent && m->received)) {
+                            ok = 0;
+                            break;
+                        }
+                    }
                     m = find(&s, 1, in->stage, in->step, r, in->peer, 1);
                     ck_assert_int_eq(m->sent, 0);
                     m->sent = 1;
@@ -234,9 +253,9 @@ static void simulate(const cdp_schedule *sch)
                     break;
                 case CDP_OP_APPLY: {
                     int gstep = in->version - 1;
-                    int fin = sch->worker_rank[sch->cfg.N - 1];
+                    int fin = sch->slot_rank[(sch->cfg.N - 1) * sch->cfg.L + in->stage];
                     if (r != fin && !(sch->cfg.rule == CDP_RULE_DP && !sch->cfg.deterministic)) {
-                        m = find(&s, 1, in->stage, gstep, fin, r, 0);
+                        m = find_into(&s, 1, in->stage, gstep, r);
                         ok = m && m->sent && m->received;
                     }
                     break;
@@ -405,6 +424,42 @@ START_TEST(collectives_only_under_dp)
 }
 END_TEST
 
+/* The full sum of a stage travels along the holders in the order they
+ * apply it, so that no rank sends more than one copy of it.  cdp-v1 on 4
+ * ranks of 2 workers, by hand: every worker lags by one step, so the ranks
+ * need it in worker order: rank 3 finalizes, then 0, 1, 2.  cdp-v2: the
+ * order depends on the stage's lags; one copy in and at most one out per
+ * rank, the finalizer's out. */
+START_TEST(full_sum_travels_along_the_ring)
+{
+    for (int ri = 1; ri < 3; ri++) {
+        const int K = 3, L = 3;
+        cdp_schedule s = build(8, L, 4, rules[ri], 0, K);
+        static const int from[4] = { 3, 0, 1, -1 }, to[4] = { 1, 2, -1, 0 };
+        for (int r = 0; r < 4; r++) {
+            int nsend = 0, nrecv = 0;
+            for (size_t k = 0; k < s.prog[r].n; k++) {
+                const cdp_instr *in = &s.prog[r].ins[k];
+                if (in->op == CDP_OP_SEND_FULL) {
+                    ck_assert_int_ne(in->peer, 3);
+                    if (ri == 1) ck_assert_int_eq(in->peer, to[r]);
+                    nsend++;
+                }
+                if (in->op == CDP_OP_RECV_FULL) {
+                    if (ri == 1) ck_assert_int_eq(in->peer, from[r]);
+                    nrecv++;
+                }
+            }
+            if (ri == 1) ck_assert_int_eq(nsend, to[r] < 0 ? 0 : K * L);
+            ck_assert_int_le(nsend, K * L);          /* at most one copy per (step, stage) */
+            ck_assert_int_eq(nrecv, r == 3 ? 0 : K * L);
+            if (r == 3) ck_assert_int_eq(nsend, K * L);
+        }
+        cdp_schedule_free(&s);
+    }
+}
+END_TEST
+
 /* activation peak measured on the instruction lists: FWD holds a
  * stage-activation until the BWD of the same (worker, stage) */
 static int peak_units(const cdp_schedule *s)
@@ -507,6 +562,7 @@ int main(void)
     tcase_add_test(tc, offsets_and_lags_by_hand);
     tcase_add_test(tc, many_configurations);
     tcase_add_test(tc, collectives_only_under_dp);
+    tcase_add_test(tc, full_sum_travels_along_the_ring);
     tcase_add_test(tc, zero_partial_sums_arrive_between_ticks);
     tcase_add_test(tc, activation_peaks);
     tcase_add_test(tc, bad_configurations);
