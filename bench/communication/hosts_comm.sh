@@ -31,8 +31,10 @@
 # Figures per run, from --metrics' summary and --trace:
 #   step_s    the summary's step time (training time / steps; every step of
 #             the run's one segment, the pipeline's fill and drain included:
-#             a cdp rule runs (ticks - 2L*steps) extra drain ticks, shown as
-#             "drain" in the raw rows; with few steps that weighs on cdp)
+#             a run has ticks - 2L*steps extra ticks, shown as "drain" in the
+#             raw rows: the segment's drain tick, where the last updates
+#             are applied (every rule), and under a cdp rule the last
+#             worker's offset; with few steps that weighs on cdp)
 #   trace_s   the median step period on rank 0 after SKIP steps
 #             (bench/lib/trace_steps.py: the starts of worker 0's first forward);
 #             a communication-bound cdp run that queues nonblocking sends
@@ -42,7 +44,9 @@
 #             tick) and bytes_sent_mean_tick, as measured by cdp_run, next to
 #             cdp_run --plan's "bytes sent: peak tick, mean per tick" for the
 #             same configuration (computed from the timeline, run with mpirun
-#             -np K on this machine, no emulated hosts needed).  cdp_run
+#             -np K on this machine, no emulated hosts needed; --plan's
+#             default number of steps, so its mean, which spreads the drain
+#             tick's bytes over the segment, is not the run's).  cdp_run
 #             reports no per-rank (per-link) peak: the busiest tick is summed
 #             over ranks.
 # The table: per (model, K, rate), the median samples/s of each configuration
