@@ -31,6 +31,7 @@
  * exec_requests.c), so the order of the instruction list is all the
  * synchronisation there is. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,6 +256,7 @@ void cdp_exec_destroy(cdp_exec *x)
     free(x->act); free(x->dact); free(x->in_act); free(x->x); free(x->labels); free(x->act_bytes);
     free(x->host_pixels); free(x->host_labels);
     free(x->pend); free(x->defer); free(x->tick_act); free(x->tick_bytes); free(x->ev);
+    free(x->fwdq); free(x->forward_of); free(x->is_forward);
     cdp_batcher_free(&x->batch);
     free(x);
 }
@@ -620,6 +622,8 @@ static void op_finalize(cdp_exec *x, const cdp_instr *in, int64_t k0)
 static void op_send_full(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     (void)k0;
+    if (x->is_forward[in - x->prog])   /* posted by its receive (find_forwards) */
+        return;
     const int l = in->stage;
     cdp_req_post_send(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
     if ((in->flags & CDP_F_LAST) && !x->holds[l]) {
@@ -639,7 +643,8 @@ static void op_recv_full(cdp_exec *x, const cdp_instr *in, int64_t k0)
     }
     if (!x->full[l])
         x->full[l] = cdp_actmem_alloc(&x->state, nbytes(x, in));
-    cdp_req_post_recv(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l));
+    cdp_req_post_recv_forward(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l),
+                              x->forward_of[in - x->prog]);
 }
 
 static void op_allreduce(cdp_exec *x, const cdp_instr *in, int64_t k0)
@@ -797,9 +802,45 @@ static void ensure_ticks(cdp_exec *x, int n)
     memset(x->tick_bytes, 0, sizeof(int64_t) * (size_t)n);
 }
 
+/* The SEND_FULLs that pass on a full sum this rank received (a RECV_FULL
+ * of the same stage and step before them): the receive posts them as soon
+ * as the sum has arrived, so that the next holder does not wait for this
+ * rank to reach its own update's tick; the instruction itself is then
+ * only its place in the schedule. */
+static void find_forwards(cdp_exec *x, const cdp_program *p)
+{
+    if (x->cap_forward < p->n) {
+        free(x->forward_of);
+        free(x->is_forward);
+        x->forward_of = malloc(sizeof *x->forward_of * p->n);
+        x->is_forward = malloc(p->n);
+        if (!x->forward_of || !x->is_forward) abort();
+        x->cap_forward = p->n;
+    }
+    memset(x->is_forward, 0, p->n);
+    size_t *last_recv = malloc(sizeof *last_recv * (size_t)x->L);
+    if (!last_recv) abort();
+    for (int l = 0; l < x->L; l++) last_recv[l] = SIZE_MAX;
+    for (size_t k = 0; k < p->n; k++) {
+        const cdp_instr *in = &p->ins[k];
+        x->forward_of[k] = NULL;
+        if (in->op == CDP_OP_RECV_FULL) {
+            last_recv[in->stage] = k;
+        } else if (in->op == CDP_OP_SEND_FULL && last_recv[in->stage] != SIZE_MAX &&
+                   p->ins[last_recv[in->stage]].step == in->step) {
+            x->forward_of[last_recv[in->stage]] = in;
+            x->is_forward[k] = 1;
+        }
+    }
+    free(last_recv);
+}
+
 void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
 {
     const cdp_program *p = &s->prog[x->comm->rank];
+    find_forwards(x, p);
+    x->prog = p->ins;
+    x->k0 = k0;
     ensure_ticks(x, s->nticks + 1);
     x->seg_ticks = s->nticks;
     x->comm->tick_bytes = x->tick_bytes;

@@ -15,7 +15,17 @@ typedef struct pending {
     int is_recv;
     int due;            /* sends: tick at which the receiver has posted (-1: none) */
     cdp_comm_what what; /* the instruction that posted it (the watchdog's message) */
+    const cdp_instr *forward;   /* receives: the SEND_FULL that passes it on, posted
+                                 * as soon as it has arrived (NULL: none) */
 } pending;
+
+/* a received full sum to pass on (forward), queued by the request that
+ * received it and posted by cdp_req_flush_forwards */
+typedef struct forward_job {
+    char *buf;
+    size_t bytes;
+    const cdp_instr *in;
+} forward_job;
 
 typedef struct deferred {
     cdp_actmem *mem;
@@ -82,6 +92,14 @@ struct cdp_exec {
     size_t nstaging, capstaging;
     deferred *defer;
     size_t ndefer, capdefer;
+    forward_job *fwdq;
+    size_t nfwdq, capfwdq;
+    int flushing;               /* cdp_req_flush_forwards is posting */
+    const cdp_instr **forward_of;   /* [program length]: a RECV_FULL's forward, or NULL */
+    unsigned char *is_forward;  /* [program length]: a SEND_FULL posted on arrival */
+    size_t cap_forward;
+    const cdp_instr *prog;      /* the segment's program (its first instruction) */
+    int64_t k0;                 /* the segment's first step */
 
     int64_t *tick_act, *tick_bytes;
     int ntick;
@@ -112,6 +130,11 @@ void cdp_req_release_later(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes);
 void cdp_req_release_now(cdp_exec *x, cdp_actmem *mem, void *p, size_t bytes);
 void cdp_req_post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag, int due);
 void cdp_req_post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag);
+/* a receive whose buffer is passed on by `forward` (a SEND_FULL) once it
+ * has arrived, at the first progress or wait after that */
+void cdp_req_post_recv_forward(cdp_exec *x, void *buf, size_t bytes, int peer, int tag,
+                               const cdp_instr *forward);
+void cdp_req_flush_forwards(cdp_exec *x);
 void cdp_req_collective(cdp_exec *x, coll_kind kind, float *buf, size_t n, int root);
 
 #endif

@@ -46,6 +46,10 @@ static void finish(cdp_exec *x, size_t k)
             x->be->to_device(p->buf, p->staging, p->bytes);
         staging_put(x, p->staging, p->bytes);
     }
+    if (p->forward) {   /* posted by the caller's flush: pend may grow */
+        CDP_GROW(x->fwdq, x->nfwdq, x->capfwdq, 8);
+        x->fwdq[x->nfwdq++] = (forward_job){ p->buf, p->bytes, p->forward };
+    }
     x->pend[k] = x->pend[--x->npend];
 }
 
@@ -75,6 +79,7 @@ void cdp_req_progress(cdp_exec *x)
             k++;
         }
     }
+    cdp_req_flush_forwards(x);
 }
 
 /* Waits for the requests (receives only: recv_only) that touch
@@ -90,7 +95,7 @@ static void wait_overlapping(cdp_exec *x, const void *buf, size_t bytes, int rec
         } else {
             k++;
         }
-    }
+    }    cdp_req_flush_forwards(x);
 }
 
 void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes)
@@ -124,7 +129,7 @@ void cdp_req_wait_due(cdp_exec *x, int tick)
         } else {
             k++;
         }
-    }
+    }    cdp_req_flush_forwards(x);
 }
 
 void cdp_req_wait_all(cdp_exec *x)
@@ -132,6 +137,7 @@ void cdp_req_wait_all(cdp_exec *x)
     while (x->npend) {
         wait_req(x, &x->pend[x->npend - 1]);
         finish(x, x->npend - 1);
+        cdp_req_flush_forwards(x);
     }
     cdp_req_progress(x);
 }
@@ -156,7 +162,7 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
 {
     CDP_GROW(x->pend, x->npend, x->cappend, 16);
     pending *p = &x->pend[x->npend++];
-    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1, x->cur };
+    *p = (pending){ MPI_REQUEST_NULL, buf, bytes, NULL, is_recv, -1, x->cur, NULL };
     if (!x->mpi_direct)
         p->staging = staging_get(x, bytes);
     return p;
@@ -176,13 +182,41 @@ void cdp_req_post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int
     cdp_comm_isend(x->comm, p->staging ? p->staging : buf, bytes, peer, tag, &p->req);
 }
 
-void cdp_req_post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag)
+void cdp_req_post_recv_forward(cdp_exec *x, void *buf, size_t bytes, int peer, int tag,
+                               const cdp_instr *forward)
 {
     cdp_req_wait_range(x, buf, bytes);  /* earlier sends from this buffer must be done */
     pending *p = new_pending(x, buf, bytes, 1);
+    p->forward = forward;
     if (!p->staging)
         x->be->sync();
     cdp_comm_irecv(x->comm, p->staging ? p->staging : buf, bytes, peer, tag, &p->req);
+}
+
+void cdp_req_post_recv(cdp_exec *x, void *buf, size_t bytes, int peer, int tag)
+{
+    cdp_req_post_recv_forward(x, buf, bytes, peer, tag, NULL);
+}
+
+/* Posts the sends of the full sums that have arrived and go on: counted in
+ * the tick of their SEND_FULL, as the schedule has them (a send posted from
+ * inside another post's wait waits for the loop here). */
+void cdp_req_flush_forwards(cdp_exec *x)
+{
+    if (x->flushing) return;
+    x->flushing = 1;
+    while (x->nfwdq) {
+        const forward_job j = x->fwdq[--x->nfwdq];
+        const cdp_comm_what cur = x->cur;
+        const int tick = x->comm->cur_tick;
+        x->cur = (cdp_comm_what){ cdp_opcode_name(j.in->op), j.in->peer, j.in->stage, -1,
+                                  x->k0 + j.in->step, j.in->tick };
+        x->comm->cur_tick = j.in->tick;
+        cdp_req_post_send(x, j.buf, j.bytes, j.in->peer, cdp_comm_tag(CDP_TAG_FULL, j.in->stage), j.in->due);
+        x->comm->cur_tick = tick;
+        x->cur = cur;
+    }
+    x->flushing = 0;
 }
 
 

@@ -123,6 +123,9 @@ typedef struct sim {
     double link_peak;
     double *tick0;           /* rank 0's clock at the start of each tick */
     int acts, lends;         /* activations sent (model-parallel), stages lent (zero) */
+    int *forward;            /* [(r * K + step) * L + stage]: index of the SEND_FULL
+                              * by which rank r passes on that full sum, -1: none */
+    int oom;
 } sim;
 
 /* splitmix64's finalizer: the keys differ in a few low bits each, and a
@@ -223,6 +226,8 @@ static void hold_reverse(double *free_at, double start, double d, double h)
     if (h > 0) *free_at = fmax(*free_at, start + h * d);
 }
 
+static void forward_on_arrival(sim *S, const msg *m);
+
 /* both sides are known (or the message is eager): it goes when its links
  * are free.  Between ranks of a host, the sender's and the receiver's
  * shared-memory links; between hosts, store and forward through the
@@ -255,6 +260,8 @@ static void transfer(sim *S, msg *m, double now, int eager)
     if (m->waiter >= 0) wake(S, m->waiter, m->arrival);
     if (m->send_waiter >= 0) wake(S, m->send_waiter, m->arrival);
     m->waiter = m->send_waiter = -1;
+    if (m->key.kind == M_FULL)
+        forward_on_arrival(S, m);
 }
 
 static int is_eager(const sim *S, const msg *m)
@@ -265,15 +272,18 @@ static int is_eager(const sim *S, const msg *m)
 
 static void pend_push(const sim *S, rank_state *R, int msgi);
 
-static int post_send(sim *S, int r, mkey k, double bytes, const cdp_instr *in)
+/* A send of rank r posted at time t; its bytes counted now (count) or by
+ * the instruction when the rank reaches it (a full sum passed on). */
+static int post_send_at(sim *S, int r, mkey k, double bytes, const cdp_instr *in, double t, int count)
 {
     msg *m = find(S, k, 1);
     rank_state *R = &S->R[r];
     m->src = r;
     m->bytes = bytes;
     m->due = in->due >= 0 ? in->due : in->tick;
-    m->send_post = R->t;
-    count_bytes(S, r, host_of(S->net, r) != host_of(S->net, k.dst), in->tick, bytes);
+    m->send_post = t;
+    if (count)
+        count_bytes(S, r, host_of(S->net, r) != host_of(S->net, k.dst), in->tick, bytes);
     if (R->npend == R->cappend) {
         R->cappend = R->cappend ? 2 * R->cappend : 16;
         int *p = realloc(R->pend, R->cappend * sizeof *p);
@@ -281,8 +291,30 @@ static int post_send(sim *S, int r, mkey k, double bytes, const cdp_instr *in)
         R->pend = p;
     }
     pend_push(S, R, (int)(m - S->m));
-    if (m->recv_post >= 0 || is_eager(S, m)) transfer(S, m, R->t, is_eager(S, m));
+    if (m->recv_post >= 0 || is_eager(S, m)) transfer(S, m, t, is_eager(S, m));
     return 0;
+}
+
+static int post_send(sim *S, int r, mkey k, double bytes, const cdp_instr *in)
+{
+    return post_send_at(S, r, k, bytes, in, S->R[r].t, 1);
+}
+
+/* The executor passes a full sum on as soon as it has arrived (exec.c,
+ * find_forwards), not when the rank reaches the SEND_FULL. */
+static int forward_index(const sim *S, int r, int step, int l)
+{
+    return S->forward[((size_t)r * S->c->K + step) * S->c->L + l];
+}
+
+static void forward_on_arrival(sim *S, const msg *m)
+{
+    const int r = m->key.dst, l = m->key.stage, st = m->key.a;
+    const int k = forward_index(S, r, st, l);
+    if (k < 0) return;
+    const cdp_instr *in = &S->s->prog[r].ins[k];
+    if (post_send_at(S, r, (mkey){ M_FULL, in->peer, l, st, 0 }, S->st[l].param_bytes, in, m->arrival, 0))
+        S->oom = 1;
 }
 
 static void post_recv(sim *S, int r, mkey k)
@@ -467,8 +499,11 @@ static int step(sim *S, int r)
     case CDP_OP_SEND_GRAD:
         if (post_send(S, r, (mkey){ M_GRAD, in->peer, l, in->step, i + 1 }, c->param_bytes, in)) return FAILED;
         break;
-    case CDP_OP_SEND_FULL:   /* a holder passes on the sum once it has it */
-        if (wait_for(S, r, (mkey){ M_FULL, r, l, in->step, 0 })) return BLOCKED;
+    case CDP_OP_SEND_FULL:
+        if (forward_index(S, r, in->step, l) == (int)R->pc) {   /* posted on arrival */
+            count_bytes(S, r, host_of(S->net, r) != host_of(S->net, in->peer), in->tick, c->param_bytes);
+            break;
+        }
         if (post_send(S, r, (mkey){ M_FULL, in->peer, l, in->step, 0 }, c->param_bytes, in)) return FAILED;
         break;
     case CDP_OP_SEND_ACT:
@@ -556,7 +591,32 @@ static void sim_free(sim *S, cdp_schedule *s)
     free(S->egress_busy);
     free(S->host_bytes);
     free(S->tick0);
+    free(S->forward);
     cdp_schedule_free(s);
+}
+
+/* The SEND_FULLs that pass on a full sum the rank received: a RECV_FULL of
+ * the same stage and step comes before them (as the executor finds them). */
+static int find_forwards(sim *S)
+{
+    const int K = S->c->K, L = S->c->L;
+    int *last = malloc(sizeof(int) * (size_t)L);   /* the stage's latest RECV_FULL */
+    if (!last) return -1;
+    for (size_t q = 0; q < (size_t)S->c->P * K * L; q++) S->forward[q] = -1;
+    for (int r = 0; r < S->c->P; r++) {
+        const cdp_program *p = &S->s->prog[r];
+        for (int l = 0; l < L; l++) last[l] = -1;
+        for (size_t k = 0; k < p->n; k++) {
+            const cdp_instr *in = &p->ins[k];
+            if (in->op == CDP_OP_RECV_FULL)
+                last[in->stage] = (int)k;
+            else if (in->op == CDP_OP_SEND_FULL && last[in->stage] >= 0 &&
+                     p->ins[last[in->stage]].step == in->step)
+                S->forward[((size_t)r * K + in->step) * L + in->stage] = (int)k;
+        }
+    }
+    free(last);
+    return 0;
 }
 
 int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_network *net,
@@ -596,15 +656,22 @@ int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_n
     S.ingress_free = calloc((size_t)S.H, sizeof(double));
     S.egress_busy = calloc((size_t)S.H, sizeof(double));
     S.tick0 = malloc(sizeof(double) * (size_t)S.T);
+    S.forward = malloc(sizeof(int) * (size_t)c->P * c->K * c->L);
     if (net->ranks_per_host > 1 && S.H > 1)
         S.host_bytes = calloc((size_t)S.H * S.T, sizeof(float));
     if (!S.R || !S.m || !S.heap || !S.egress_free || !S.ingress_free || !S.egress_busy || !S.tick0 ||
+        !S.forward ||
         (net->ranks_per_host > 1 && S.H > 1 && !S.host_bytes)) {
         sim_free(&S, &s);
         snprintf(err, errlen, "--machine: out of memory for the simulation");
         return -1;
     }
     for (int t = 0; t < S.T; t++) S.tick0[t] = -1;
+    if (find_forwards(&S)) {
+        sim_free(&S, &s);
+        snprintf(err, errlen, "--machine: out of memory for the simulation");
+        return -1;
+    }
     for (int r = 0; r < c->P; r++) {
         S.R[r].tick = S.R[r].bytes_tick = -1;
         push(&S, r);
@@ -620,7 +687,7 @@ int cdp_predict(const cdp_sched_config *c, const cdp_stage_cost *st, const cdp_n
             }
         }
         finished += how == FINISHED;
-        failed = how == FAILED;
+        failed = how == FAILED || S.oom;
     }
     if (failed || finished < c->P) {
         snprintf(err, errlen, failed ? "--machine: out of memory for the simulation"
