@@ -323,8 +323,8 @@ typedef struct framework_builder {
 
 /* Forward of (step st, worker i, stage l), and its backward chain: receive
  * the output's gradient and the partial sum, BWD and ACC, send the input's
- * gradient and the partial sum on, and on the last worker finalize and
- * send the full sum to the holders. */
+ * gradient and the partial sum on, and on the last worker finalize the
+ * full sum (deliver_full_sum sends it on). */
 static void emit_slot(const sched_ctx *b, const framework_builder *fb, int st, int i, int l)
 {
     const cdp_sched_config *c = b->c;
@@ -589,7 +589,8 @@ static void emit_applies(const sched_ctx *b, const framework_builder *fb)
  * under zero).  Activations and their gradients travel between the ranks of
  * consecutive stages of a worker; stage gradients are summed in worker
  * order, hopping between ranks where consecutive workers live on different
- * ranks, and the rank of worker N-1 sends the mean to the holders; or, for
+ * ranks, and the full sum travels from the rank of worker N-1 along the
+ * holders in the order they apply it; or, for
  * dp without --deterministic, each rank sums its own workers and a
  * collective finishes the job (framework_builder.deliver).  Under zero, a
  * rank that computes with a stage it does not own gets it from the owner
