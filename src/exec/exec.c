@@ -256,7 +256,7 @@ void cdp_exec_destroy(cdp_exec *x)
     free(x->act); free(x->dact); free(x->in_act); free(x->x); free(x->labels); free(x->act_bytes);
     free(x->host_pixels); free(x->host_labels);
     free(x->pend); free(x->defer); free(x->tick_act); free(x->tick_bytes); free(x->ev);
-    free(x->fwdq); free(x->forward_of); free(x->is_forward);
+    free(x->fwdq); free(x->forward_of); free(x->recv_of);
     cdp_batcher_free(&x->batch);
     free(x);
 }
@@ -622,7 +622,7 @@ static void op_finalize(cdp_exec *x, const cdp_instr *in, int64_t k0)
 static void op_send_full(cdp_exec *x, const cdp_instr *in, int64_t k0)
 {
     (void)k0;
-    if (x->is_forward[in - x->prog])   /* posted by its receive (find_forwards) */
+    if (x->recv_of[in - x->prog] != SIZE_MAX)   /* posted by its receive (find_forwards) */
         return;
     const int l = in->stage;
     cdp_req_post_send(x, x->full[l], nbytes(x, in), in->peer, cdp_comm_tag(CDP_TAG_FULL, l), in->due);
@@ -811,28 +811,17 @@ static void find_forwards(cdp_exec *x, const cdp_program *p)
 {
     if (x->cap_forward < p->n) {
         free(x->forward_of);
-        free(x->is_forward);
+        free(x->recv_of);
         x->forward_of = malloc(sizeof *x->forward_of * p->n);
-        x->is_forward = malloc(p->n);
-        if (!x->forward_of || !x->is_forward) abort();
+        x->recv_of = malloc(sizeof *x->recv_of * p->n);
+        if (!x->forward_of || !x->recv_of) abort();
         x->cap_forward = p->n;
     }
-    memset(x->is_forward, 0, p->n);
-    size_t *last_recv = malloc(sizeof *last_recv * (size_t)x->L);
-    if (!last_recv) abort();
-    for (int l = 0; l < x->L; l++) last_recv[l] = SIZE_MAX;
-    for (size_t k = 0; k < p->n; k++) {
-        const cdp_instr *in = &p->ins[k];
-        x->forward_of[k] = NULL;
-        if (in->op == CDP_OP_RECV_FULL) {
-            last_recv[in->stage] = k;
-        } else if (in->op == CDP_OP_SEND_FULL && last_recv[in->stage] != SIZE_MAX &&
-                   p->ins[last_recv[in->stage]].step == in->step) {
-            x->forward_of[last_recv[in->stage]] = in;
-            x->is_forward[k] = 1;
-        }
-    }
-    free(last_recv);
+    cdp_program_forwards(p, x->L, x->recv_of);
+    for (size_t k = 0; k < p->n; k++) x->forward_of[k] = NULL;
+    for (size_t k = 0; k < p->n; k++)
+        if (x->recv_of[k] != SIZE_MAX)
+            x->forward_of[x->recv_of[k]] = &p->ins[k];
 }
 
 void cdp_exec_run(cdp_exec *x, const cdp_schedule *s, int64_t k0)
@@ -1021,8 +1010,8 @@ void cdp_exec_take_train_stats(cdp_exec *x, double *loss_sum, double *correct, i
     x->samples = 0;
 }
 
-/* the segment's ticks: the slot after them holds no send, and counting it
- * made the mean bytes per tick differ from --plan's */
+/* the segment's ticks and its drain, where the last updates pass full
+ * sums on (--plan counts the same ticks) */
 const int64_t *cdp_exec_tick_act(const cdp_exec *x, int *n) { *n = x->seg_ticks + 1; return x->tick_act; }
 const int64_t *cdp_exec_tick_bytes(const cdp_exec *x, int *n) { *n = x->seg_ticks + 1; return x->tick_bytes; }
 int64_t cdp_exec_act_peak(const cdp_exec *x) { return x->mem.live_peak; }

@@ -96,7 +96,7 @@ struct cdp_exec {
     size_t nfwdq, capfwdq;
     int flushing;               /* cdp_req_flush_forwards is posting */
     const cdp_instr **forward_of;   /* [program length]: a RECV_FULL's forward, or NULL */
-    unsigned char *is_forward;  /* [program length]: a SEND_FULL posted on arrival */
+    size_t *recv_of;            /* [program length]: cdp_program_forwards' answer */
     size_t cap_forward;
     const cdp_instr *prog;      /* the segment's program (its first instruction) */
     int64_t k0;                 /* the segment's first step */

@@ -95,7 +95,8 @@ static void wait_overlapping(cdp_exec *x, const void *buf, size_t bytes, int rec
         } else {
             k++;
         }
-    }    cdp_req_flush_forwards(x);
+    }
+    cdp_req_flush_forwards(x);
 }
 
 void cdp_req_wait_range(cdp_exec *x, const void *buf, size_t bytes)
@@ -129,7 +130,8 @@ void cdp_req_wait_due(cdp_exec *x, int tick)
         } else {
             k++;
         }
-    }    cdp_req_flush_forwards(x);
+    }
+    cdp_req_flush_forwards(x);
 }
 
 void cdp_req_wait_all(cdp_exec *x)

@@ -595,27 +595,22 @@ static void sim_free(sim *S, cdp_schedule *s)
     cdp_schedule_free(s);
 }
 
-/* The SEND_FULLs that pass on a full sum the rank received: a RECV_FULL of
- * the same stage and step comes before them (as the executor finds them). */
+/* The SEND_FULLs that pass on a full sum (cdp_program_forwards), by rank,
+ * step and stage. */
 static int find_forwards(sim *S)
 {
     const int K = S->c->K, L = S->c->L;
-    int *last = malloc(sizeof(int) * (size_t)L);   /* the stage's latest RECV_FULL */
-    if (!last) return -1;
     for (size_t q = 0; q < (size_t)S->c->P * K * L; q++) S->forward[q] = -1;
     for (int r = 0; r < S->c->P; r++) {
         const cdp_program *p = &S->s->prog[r];
-        for (int l = 0; l < L; l++) last[l] = -1;
-        for (size_t k = 0; k < p->n; k++) {
-            const cdp_instr *in = &p->ins[k];
-            if (in->op == CDP_OP_RECV_FULL)
-                last[in->stage] = (int)k;
-            else if (in->op == CDP_OP_SEND_FULL && last[in->stage] >= 0 &&
-                     p->ins[last[in->stage]].step == in->step)
-                S->forward[((size_t)r * K + in->step) * L + in->stage] = (int)k;
-        }
+        size_t *recv_of = malloc(sizeof *recv_of * (p->n ? p->n : 1));
+        if (!recv_of) return -1;
+        cdp_program_forwards(p, L, recv_of);
+        for (size_t k = 0; k < p->n; k++)
+            if (recv_of[k] != SIZE_MAX)
+                S->forward[((size_t)r * K + p->ins[k].step) * L + p->ins[k].stage] = (int)k;
+        free(recv_of);
     }
-    free(last);
     return 0;
 }
 

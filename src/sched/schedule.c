@@ -737,6 +737,23 @@ int cdp_schedule_holds(const cdp_schedule *s, int r, int l)
     return 0;
 }
 
+void cdp_program_forwards(const cdp_program *p, int L, size_t *recv_of)
+{
+    size_t *last = malloc(sizeof *last * (size_t)L);   /* each stage's latest RECV_FULL */
+    if (!last) abort();
+    for (int l = 0; l < L; l++) last[l] = SIZE_MAX;
+    for (size_t k = 0; k < p->n; k++) {
+        const cdp_instr *in = &p->ins[k];
+        const size_t j = last[in->stage >= 0 ? in->stage : 0];
+        recv_of[k] = SIZE_MAX;
+        if (in->op == CDP_OP_RECV_FULL)
+            last[in->stage] = k;
+        else if (in->op == CDP_OP_SEND_FULL && j != SIZE_MAX && p->ins[j].step == in->step)
+            recv_of[k] = j;
+    }
+    free(last);
+}
+
 void cdp_schedule_free(cdp_schedule *s)
 {
     if (s->prog)

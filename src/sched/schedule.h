@@ -112,6 +112,13 @@ void cdp_schedule_free(cdp_schedule *s);
  * uses: every rank under replicated, the ranks of the stage under
  * model-parallel, the owner under zero. */
 int cdp_schedule_holds(const cdp_schedule *s, int r, int l);
+
+/* The SEND_FULLs of program p (a schedule of L stages) that pass on a full
+ * sum the rank received: recv_of[k] is, for such an instruction k, the
+ * index of its RECV_FULL (the same stage and step, before it); SIZE_MAX
+ * for every other instruction.  The executor posts them as soon as the
+ * receive completes; the simulator does the same. */
+void cdp_program_forwards(const cdp_program *p, int L, size_t *recv_of);
 /* Whether rank r both starts stage l's gradient sum (worker 0) and finalizes
  * it (worker N-1): its update then comes before the next step's first
  * backward of l, which can reuse the gradient buffer the update read. */

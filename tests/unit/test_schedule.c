@@ -6,6 +6,7 @@
  * once, in order, before it is used. */
 #include <check.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "sched/schedule.h"
@@ -450,6 +451,25 @@ START_TEST(full_sum_travels_along_the_ring)
                     nrecv++;
                 }
             }
+            /* the sends that pass a received sum on, as the executor finds
+             * them: every send of a rank that receives (not the finaliser's) */
+            size_t *recv_of = malloc(sizeof *recv_of * s.prog[r].n);
+            cdp_program_forwards(&s.prog[r], L, recv_of);
+            for (size_t k = 0; k < s.prog[r].n; k++) {
+                const cdp_instr *in = &s.prog[r].ins[k];
+                if (in->op != CDP_OP_SEND_FULL) {
+                    ck_assert(recv_of[k] == SIZE_MAX);
+                } else if (r == 3) {
+                    ck_assert(recv_of[k] == SIZE_MAX);
+                } else {
+                    ck_assert(recv_of[k] < k);
+                    const cdp_instr *rv = &s.prog[r].ins[recv_of[k]];
+                    ck_assert_int_eq(rv->op, CDP_OP_RECV_FULL);
+                    ck_assert_int_eq(rv->stage, in->stage);
+                    ck_assert_int_eq(rv->step, in->step);
+                }
+            }
+            free(recv_of);
             if (ri == 1) ck_assert_int_eq(nsend, to[r] < 0 ? 0 : K * L);
             ck_assert_int_le(nsend, K * L);          /* at most one copy per (step, stage) */
             ck_assert_int_eq(nrecv, r == 3 ? 0 : K * L);
