@@ -102,6 +102,17 @@ typedef struct cdp_bf16_kernels {
     void (*gemm_batched)(int tA, int tB, int M, int N, int K, float alpha, const uint16_t *A,
                          int lda, size_t sA, const uint16_t *Bm, int ldb, size_t sB, float *C,
                          int ldc, size_t sC, int batch);
+    /* the element-wise layers on tensors kept in bfloat16 (x, a, b read
+     * widened, the forward's y rounded and stored as bf16_pack stores it):
+     * the bits of add3, gelu_fwd/gelu_bwd and ln_fwd/ln_bwd on the widened
+     * values, with no float32 copy of a tensor */
+    void (*add3)(size_t n, const uint16_t *a, const uint16_t *b, uint16_t *y);
+    void (*gelu_fwd)(size_t n, const uint16_t *x, uint16_t *y);
+    void (*gelu_bwd)(size_t n, const uint16_t *x, const float *dy, float *dx);
+    void (*ln_fwd)(int R, int D, const uint16_t *x, const float *gamma, const float *beta,
+                   float eps, uint16_t *y, float *save);
+    void (*ln_bwd)(int R, int D, const uint16_t *x, const float *gamma, const float *save,
+                   const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
 } cdp_bf16_kernels;
 
 /* The name of the first kernel be lacks (a NULL member), or NULL when it has

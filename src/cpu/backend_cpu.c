@@ -57,6 +57,11 @@ static const cdp_bf16_kernels cpu_bf16 = {
     .linear_fwd = cdp_cpu_bf16_linear_fwd,
     .linear_bwd = cdp_cpu_bf16_linear_bwd,
     .gemm_batched = cdp_cpu_bf16_gemm_batched,
+    .add3 = cdp_cpu_bf16_add3,
+    .gelu_fwd = cdp_cpu_bf16_gelu_fwd,
+    .gelu_bwd = cdp_cpu_bf16_gelu_bwd,
+    .ln_fwd = cdp_cpu_bf16_ln_fwd,
+    .ln_bwd = cdp_cpu_bf16_ln_bwd,
 };
 #endif
 

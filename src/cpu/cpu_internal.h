@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "backend/backend.h"
 
 /* Elementwise loops shorter than this (1 MiB of floats) run serially: a
@@ -97,6 +98,15 @@ void cdp_cpu_bf16_linear_bwd(int B, int in, int out, const float *xf, const uint
 void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
                                const uint16_t *A, int lda, size_t sA, const uint16_t *Bm, int ldb,
                                size_t sB, float *C, int ldc, size_t sC, int batch);
+/* and its element-wise layers on bfloat16 storage (any build): kernels_cpu.c,
+ * kernels_gelu.c, kernels_tokens.c */
+void cdp_cpu_bf16_add3(size_t n, const uint16_t *a, const uint16_t *b, uint16_t *y);
+void cdp_cpu_bf16_gelu_fwd(size_t n, const uint16_t *x, uint16_t *y);
+void cdp_cpu_bf16_gelu_bwd(size_t n, const uint16_t *x, const float *dy, float *dx);
+void cdp_cpu_bf16_ln_fwd(int R, int D, const uint16_t *x, const float *gamma,
+                         const float *beta, float eps, uint16_t *y, float *save);
+void cdp_cpu_bf16_ln_bwd(int R, int D, const uint16_t *x, const float *gamma, const float *save,
+                         const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
 /* *p with at least bytes (64-byte aligned; reallocated when *have is less,
  * contents not kept), or a message naming what and abort (linear_bf16.c) */
 void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what);
@@ -215,6 +225,27 @@ static inline int cdp_cpu_avx512f(void)
 #else
 #define CDP_CPU_CLONES
 #endif
+
+/* --precision bf16's storage (util/bf16.h): the bfloat16 value of a float,
+ * rounded to nearest even, as its 16 bits (cdp_bf16_round_bits(u) >> 16
+ * without the branch, so that loops vectorise), and a stored value widened
+ * back to a float (exact) */
+static inline uint16_t cdp_cpu_bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x0040u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
+}
+
+static inline float cdp_cpu_bf16_widen(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* OpenMP clause of a loop over n independent elements or planes (n counts
  * the floats touched): parallel from CDP_CPU_OMP_MIN on, else serial. */

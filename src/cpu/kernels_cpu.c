@@ -222,23 +222,16 @@ static void colsum_into(int B, int out, int c0, int w, const float *dy, float *s
 }
 
 /* colsum_into of dy in bfloat16 storage: the same sums of the same values */
-static float widen16(uint16_t v)
-{
-    const uint32_t u = (uint32_t)v << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 static void colsum_into16(int B, int out, int c0, int w, const uint16_t *dy, float *s)
 {
     const uint16_t *r = dy + c0;
     for (int o = 0; o < w; o++)
-        s[o] = widen16(r[o]);
+        s[o] = cdp_cpu_bf16_widen(r[o]);
     for (int i = 1; i < B; i++) {
         r = dy + (size_t)i * (size_t)out + c0;
         for (int o = 0; o < w; o++)
-            s[o] = s[o] + widen16(r[o]);
+            s[o] = s[o] + cdp_cpu_bf16_widen(r[o]);
     }
 }
 
@@ -485,32 +478,27 @@ void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
         y[k] = cdp_bf16_round(x[k]);
 }
 
-/* cdp_bf16_round_bits(u) >> 16 without its branch, so that the loop
- * vectorises (the bfloat16 Linear kernels pack every operand with it) */
-static inline uint16_t bf16_bits(uint32_t u)
-{
-    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t nan = (u >> 16) | 0x0040u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : r);
-}
-
 CDP_CPU_CLONES void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
 {
 #pragma omp parallel for PAR(n)
-    for (size_t k = 0; k < n; k++) {
-        uint32_t u;
-        memcpy(&u, &x[k], sizeof u);
-        y[k] = bf16_bits(u);
-    }
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_bits(x[k]);
 }
 
 void cdp_cpu_bf16_unpack(size_t n, const uint16_t *x, float *y)
 {
 #pragma omp parallel for PAR(n)
-    for (size_t k = 0; k < n; k++) {
-        uint32_t u = (uint32_t)x[k] << 16;
-        memcpy(&y[k], &u, sizeof u);
-    }
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_widen(x[k]);
+}
+
+/* add3 on bfloat16 storage: the widened values' float sum, rounded */
+CDP_CPU_CLONES void cdp_cpu_bf16_add3(size_t n, const uint16_t *a, const uint16_t *b,
+                                      uint16_t *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_bits(cdp_cpu_bf16_widen(a[k]) + cdp_cpu_bf16_widen(b[k]));
 }
 
 /* torch.optim.SGD (dampening 0, no Nesterov) on the gradient g * gscale, in

@@ -62,41 +62,85 @@ static inline float norm_cdf(float x)
     return x < 0.0f ? half_e : 1.0f - half_e;
 }
 
+static inline float gelu(float x)
+{
+    return x * norm_cdf(x);
+}
+
+/* dy * gelu'(x) */
+static inline float gelu_grad(float x, float dy)
+{
+    const float phi = exp_neg(-0.5f * x * x) * 0.398942280401432678f;
+    return dy * fmaf(x, phi, norm_cdf(x));
+}
+
 CDP_CPU_CLONES static void fwd_span(size_t n, const float *x, float *y)
 {
     for (size_t k = 0; k < n; k++)
-        y[k] = x[k] * norm_cdf(x[k]);
+        y[k] = gelu(x[k]);
 }
 
 CDP_CPU_CLONES static void bwd_span(size_t n, const float *x, const float *dy, float *dx)
 {
-    for (size_t k = 0; k < n; k++) {
-        const float v = x[k];
-        const float phi = exp_neg(-0.5f * v * v) * 0.398942280401432678f;
-        dx[k] = dy[k] * fmaf(v, phi, norm_cdf(v));
-    }
+    for (size_t k = 0; k < n; k++)
+        dx[k] = gelu_grad(x[k], dy[k]);
 }
 
 /* elements per OpenMP iteration: spans are independent, so the bits do not
  * depend on the thread count */
 #define SPAN 4096
+#define SPANS(n) (((n) + SPAN - 1) / SPAN)
+#define SPAN_LEN(n, k) ((n) - (k) < SPAN ? (n) - (k) : SPAN)
 
 void cdp_cpu_gelu_fwd(size_t n, const float *x, float *y)
 {
-    const size_t spans = (n + SPAN - 1) / SPAN;
 #pragma omp parallel for CDP_CPU_PAR(n * 8)
-    for (size_t s = 0; s < spans; s++) {
-        size_t k = s * SPAN;
-        fwd_span(n - k < SPAN ? n - k : SPAN, x + k, y + k);
-    }
+    for (size_t s = 0; s < SPANS(n); s++)
+        fwd_span(SPAN_LEN(n, s * SPAN), x + s * SPAN, y + s * SPAN);
 }
 
 void cdp_cpu_gelu_bwd(size_t n, const float *x, const float *dy, float *dx)
 {
-    const size_t spans = (n + SPAN - 1) / SPAN;
 #pragma omp parallel for CDP_CPU_PAR(n * 8)
-    for (size_t s = 0; s < spans; s++) {
-        size_t k = s * SPAN;
-        bwd_span(n - k < SPAN ? n - k : SPAN, x + k, dy + k, dx + k);
+    for (size_t s = 0; s < SPANS(n); s++)
+        bwd_span(SPAN_LEN(n, s * SPAN), x + s * SPAN, dy + s * SPAN, dx + s * SPAN);
+}
+
+/* --precision bf16 on bfloat16 storage: the same values as gelu_fwd and
+ * gelu_bwd on the widened x, the forward's y rounded as bf16_pack does.
+ * A span at a time through a float buffer on the thread's stack (16 KiB,
+ * in its L1/L2), so that each loop vectorises as gelu_fwd's */
+CDP_CPU_CLONES static void widen_span(size_t n, const uint16_t *x, float *y)
+{
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_widen(x[k]);
+}
+
+CDP_CPU_CLONES static void pack_span(size_t n, const float *x, uint16_t *y)
+{
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_bits(x[k]);
+}
+
+void cdp_cpu_bf16_gelu_fwd(size_t n, const uint16_t *x, uint16_t *y)
+{
+#pragma omp parallel for CDP_CPU_PAR(n * 8)
+    for (size_t s = 0; s < SPANS(n); s++) {
+        float v[SPAN];
+        const size_t k = s * SPAN, len = SPAN_LEN(n, k);
+        widen_span(len, x + k, v);
+        fwd_span(len, v, v);
+        pack_span(len, v, y + k);
+    }
+}
+
+void cdp_cpu_bf16_gelu_bwd(size_t n, const uint16_t *x, const float *dy, float *dx)
+{
+#pragma omp parallel for CDP_CPU_PAR(n * 8)
+    for (size_t s = 0; s < SPANS(n); s++) {
+        float v[SPAN];
+        const size_t k = s * SPAN, len = SPAN_LEN(n, k);
+        widen_span(len, x + k, v);
+        bwd_span(len, v, dy + k, dx + k);
     }
 }

@@ -135,40 +135,68 @@ void cdp_cpu_softmax_bwd(int R, int N, float scale, const float *P, float *dp)
 
 /* ------------------------------------------------------------ LayerNorm */
 
+/* LayerNorm's input x in floats (xf) or bfloat16 storage (x16) and its
+ * output y likewise: the bodies below take both and the callers pass
+ * constant NULLs, so that each caller compiles to its own loops */
+static inline float ld16(const float *xf, const uint16_t *x16, size_t i)
+{
+    return x16 ? cdp_cpu_bf16_widen(x16[i]) : xf[i];
+}
+
 /* per row, in double over d = 0..D-1: mean = sum / D, var = (sum of
  * (x - mean)^2) / D, rstd = (float)(1 / sqrt(var + eps)); then in float
  * y = ((x - (float)mean) * rstd) * gamma + beta. */
-void cdp_cpu_ln_fwd(int R, int D, const float *x, const float *gamma, const float *beta,
-                    float eps, float *y, float *save)
+static inline void ln_fwd_body(int R, int D, const float *xf, const uint16_t *x16,
+                               const float *gamma, const float *beta, float eps, float *yf,
+                               uint16_t *y16, float *save)
 {
     if (R <= 0 || D <= 0)
         return;
     const double dd = (double)D;
 #pragma omp parallel for CDP_CPU_PAR((size_t)R * (size_t)D)
     for (int r = 0; r < R; r++) {
-        const float *xr = x + (size_t)r * (size_t)D;
-        float *yr = y + (size_t)r * (size_t)D;
+        const size_t o = (size_t)r * (size_t)D;
         double sum = 0.0;
         for (int d = 0; d < D; d++)
-            sum += (double)xr[d];
+            sum += (double)ld16(xf, x16, o + d);
         double mean = sum / dd, m2 = 0.0;
         for (int d = 0; d < D; d++) {
-            double t = (double)xr[d] - mean;
+            double t = (double)ld16(xf, x16, o + d) - mean;
             m2 += t * t;
         }
         float fm = (float)mean;
         float rs = (float)(1.0 / sqrt(m2 / dd + (double)eps));
-        for (int d = 0; d < D; d++)
-            yr[d] = (xr[d] - fm) * rs * gamma[d] + beta[d];
+        for (int d = 0; d < D; d++) {
+            const float y = (ld16(xf, x16, o + d) - fm) * rs * gamma[d] + beta[d];
+            if (y16)
+                y16[o + d] = cdp_cpu_bf16_bits(y);
+            else
+                yf[o + d] = y;
+        }
         save[r] = fm;
         save[R + r] = rs;
     }
 }
 
+void cdp_cpu_ln_fwd(int R, int D, const float *x, const float *gamma, const float *beta,
+                    float eps, float *y, float *save)
+{
+    ln_fwd_body(R, D, x, NULL, gamma, beta, eps, y, NULL, save);
+}
+
+/* --precision bf16 on bfloat16 storage: ln_fwd on the widened x, y rounded
+ * as bf16_pack does */
+void cdp_cpu_bf16_ln_fwd(int R, int D, const uint16_t *x, const float *gamma,
+                         const float *beta, float eps, uint16_t *y, float *save)
+{
+    ln_fwd_body(R, D, NULL, x, gamma, beta, eps, NULL, y, save);
+}
+
 /* dgamma[c0..c1), dbeta[c0..c1): over the rows in order, in double, of
  * dy * xhat and dy; rounded once; written or added */
-static void ln_param_grads(int R, int D, int c0, int c1, const float *x, const float *save,
-                           const float *dy, float *dgamma, float *dbeta, int accumulate)
+static inline void ln_param_grads(int R, int D, int c0, int c1, const float *xf,
+                                  const uint16_t *x16, const float *save, const float *dy,
+                                  float *dgamma, float *dbeta, int accumulate)
 {
     double sg[COLS], sb[COLS];
     const int w = c1 - c0;
@@ -176,10 +204,10 @@ static void ln_param_grads(int R, int D, int c0, int c1, const float *x, const f
         sg[j] = sb[j] = 0.0;
     for (int r = 0; r < R; r++) {
         const float mean = save[r], rs = save[R + r];
-        const float *xr = x + (size_t)r * (size_t)D + c0;
-        const float *gr = dy + (size_t)r * (size_t)D + c0;
+        const size_t o = (size_t)r * (size_t)D + c0;
+        const float *gr = dy + o;
         for (int j = 0; j < w; j++) {
-            float xh = (xr[j] - mean) * rs;
+            float xh = (ld16(xf, x16, o + j) - mean) * rs;
             sg[j] += (double)gr[j] * (double)xh;
             sb[j] += (double)gr[j];
         }
@@ -194,8 +222,9 @@ static void ln_param_grads(int R, int D, int c0, int c1, const float *x, const f
 /* see the file's head for the exact operations; dx may equal dy: the
  * parameter gradients read dy before any dx is written (two loops), and a
  * row's sums are complete before its dx is written */
-void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const float *save,
-                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate)
+static inline void ln_bwd_body(int R, int D, const float *xf, const uint16_t *x16,
+                               const float *gamma, const float *save, const float *dy,
+                               float *dx, float *dgamma, float *dbeta, int accumulate)
 {
     if (D <= 0)
         return;
@@ -211,7 +240,7 @@ void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const floa
 #pragma omp parallel for CDP_CPU_PAR(n)
     for (int q = 0; q < nc; q++) {
         int c0 = q * COLS, c1 = c0 + COLS < D ? c0 + COLS : D;
-        ln_param_grads(R, D, c0, c1, x, save, dy, dgamma, dbeta, accumulate);
+        ln_param_grads(R, D, c0, c1, xf, x16, save, dy, dgamma, dbeta, accumulate);
     }
     if (!dx)
         return;
@@ -219,23 +248,36 @@ void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const floa
 #pragma omp parallel for CDP_CPU_PAR(n)
     for (int r = 0; r < R; r++) {
         const float mean = save[r], rs = save[R + r];
-        const float *xr = x + (size_t)r * (size_t)D;
-        const float *gr = dy + (size_t)r * (size_t)D;
-        float *o = dx + (size_t)r * (size_t)D;
+        const size_t o = (size_t)r * (size_t)D;
+        const float *gr = dy + o;
+        float *out = dx + o;
         double a = 0.0, b = 0.0;
         for (int d = 0; d < D; d++) {
-            float xh = (xr[d] - mean) * rs;
+            float xh = (ld16(xf, x16, o + d) - mean) * rs;
             double g = (double)gr[d] * (double)gamma[d];
             a += g;
             b += g * (double)xh;
         }
         const double ad = a / dd, bd = b / dd, rsd = (double)rs;
         for (int d = 0; d < D; d++) {
-            float xh = (xr[d] - mean) * rs;
+            float xh = (ld16(xf, x16, o + d) - mean) * rs;
             double g = (double)gr[d] * (double)gamma[d];
-            o[d] = (float)(rsd * (g - ad - (double)xh * bd));
+            out[d] = (float)(rsd * (g - ad - (double)xh * bd));
         }
     }
+}
+
+void cdp_cpu_ln_bwd(int R, int D, const float *x, const float *gamma, const float *save,
+                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate)
+{
+    ln_bwd_body(R, D, x, NULL, gamma, save, dy, dx, dgamma, dbeta, accumulate);
+}
+
+/* --precision bf16: ln_bwd reading x in bfloat16 storage (widened) */
+void cdp_cpu_bf16_ln_bwd(int R, int D, const uint16_t *x, const float *gamma, const float *save,
+                         const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate)
+{
+    ln_bwd_body(R, D, NULL, x, gamma, save, dy, dx, dgamma, dbeta, accumulate);
 }
 
 /* ------------------------------------------------------------ tokens */

@@ -172,8 +172,11 @@ static pending *new_pending(cdp_exec *x, void *buf, size_t bytes, int is_recv)
 
 void cdp_req_post_send(cdp_exec *x, const void *buf, size_t bytes, int peer, int tag, int due)
 {
-    /* a buffer still being received (a full sum passed on) is sent once
-     * it has arrived */
+    /* a buffer with a receive still pending into it is sent once that has
+     * arrived.  The schedules never do this (a full sum is passed on by
+     * cdp_req_flush_forwards, after its receive completed), so this finds
+     * nothing; it stays so that a schedule that did would send the bytes
+     * received, not stale ones (one scan of the pending list a send) */
     wait_overlapping(x, buf, bytes, 1);
     pending *p = new_pending(x, (void *)buf, bytes, 0);
     p->due = due;

@@ -197,12 +197,18 @@ static int reads_bf16(const cdp_backend *be, const cdp_layer *ly)
     return be->bf16 && ops_of(ly)->reads_bf16;
 }
 
-/* layer ly's input for a call: its bfloat16 storage as x16 when the layer
- * reads that, else widened */
-static void lowp_input(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
-                       const lowp_ws *w, cdp_layer_io *io)
+/* an element-wise layer that works on the bfloat16 storage itself */
+static int bf16_io(const cdp_backend *be, const cdp_layer *ly)
 {
-    if (reads_bf16(be, ly) && stored_lowp(m, ly->in) && io->x) {
+    return be->bf16 && ops_of(ly)->bf16_io;
+}
+
+/* layer ly's input for a call: its bfloat16 storage as x16 when the layer
+ * reads that (direct), else widened */
+static void lowp_input(const cdp_backend *be, const cdp_model *m, const cdp_layer *ly,
+                       const lowp_ws *w, cdp_layer_io *io, int direct)
+{
+    if (direct && stored_lowp(m, ly->in) && io->x) {
         io->x16 = (const uint16_t *)io->x;
         io->x = NULL;
     } else {
@@ -232,12 +238,23 @@ static void lowp_operands(const cdp_backend *be, const cdp_model *m, int l, cons
 }
 
 /* a forward call's inputs in float32 and its output's float32 copy; returns
- * the output's storage, where lowp_store puts the result */
+ * the output's storage, where lowp_store puts the result, or NULL when the
+ * layer reads and writes the bfloat16 storage itself (bf16_io, every
+ * tensor of the call kept in bfloat16) */
 static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, int l,
                               const cdp_layer *ly, const lowp_ws *w, cdp_layer_io *io)
 {
     float *store = io->y;
-    lowp_input(be, m, ly, w, io);
+    if (bf16_io(be, ly) && io->x && stored_lowp(m, ly->in) && stored_lowp(m, ly->out) &&
+        (ly->in2 < 0 || (io->x2 && stored_lowp(m, ly->in2)))) {
+        io->lowp = 1;
+        io->x16 = (const uint16_t *)io->x;
+        io->x2_16 = ly->in2 >= 0 ? (const uint16_t *)io->x2 : NULL;
+        io->y16 = (uint16_t *)store;
+        io->x = io->x2 = io->y = NULL;
+        return NULL;
+    }
+    lowp_input(be, m, ly, w, io, reads_bf16(be, ly));
     if (ly->in2 >= 0)
         io->x2 = widen(be, m, ly->in2, io->x2, w->x2, io->B);
     if (stored_lowp(m, ly->out))   /* in place: on the widened input */
@@ -291,7 +308,7 @@ void cdp_stage_fwd(const cdp_backend *be, const cdp_model *m, int l, int B,
         double t0 = cdp_layer_times_begin(lt, be);
         float *store = lw.params ? lowp_forward_io(be, m, l, ly, &lw, &io) : NULL;
         cdp_layer_ops_of(ly->kind)->fwd(ly, &io, train);
-        if (lw.params)
+        if (store)
             lowp_store(be, m, ly, &io, store);
         cdp_layer_times_end(lt, be, j, 0, t0);
     }
@@ -445,7 +462,8 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             const lowp_ws lw = lowp_ws_of(r->be, m, r->ws, B);
             if (lw.params) {
                 if (ops->reads_input || ops->fuses_relu) {
-                    lowp_input(r->be, m, ly, &lw, &io);
+                    lowp_input(r->be, m, ly, &lw, &io,
+                               reads_bf16(r->be, ly) || bf16_io(r->be, ly));
                     if (ly->in2 >= 0)
                         io.x2 = widen(r->be, m, ly->in2, io.x2, lw.x2, B);
                 }

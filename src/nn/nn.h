@@ -148,6 +148,12 @@ typedef struct cdp_layer_io {
      * its output's gradient rounded, in bfloat16 storage (dy is then not
      * rounded) */
     const uint16_t *x16, *p16, *dy16;
+    /* --precision bf16 on a backend with bfloat16 kernels, for a layer that
+     * bf16_io: in the forward, when its inputs and its output are all kept
+     * in bfloat16, their storage (x16, x2_16, y16; x, x2 and y NULL), else
+     * none of them; in the backward x16 when its input is kept so */
+    const uint16_t *x2_16;
+    uint16_t *y16;
 } cdp_layer_io;
 
 /* Where a layer's output lives. */
@@ -209,6 +215,11 @@ typedef struct cdp_layer_ops {
      * x16, p16 and dy16 (cdp_layer_io) in place of x, its rounded weights
      * and dy, so that the stage neither widens nor rounds them */
     int reads_bf16;
+    /* 1: an element-wise layer that, under --precision bf16 on a backend
+     * with bfloat16 kernels, reads and writes the bfloat16 storage of the
+     * tensors kept so (x16, x2_16, y16 of cdp_layer_io) with the backend's
+     * bf16 kernels, the same bits as on the widened copies */
+    int bf16_io;
     /* forward + backward FLOPs for B samples, with or without dx */
     double (*flops)(const cdp_layer *ly, int B, int need_dx);
     /* scratch in floats for B samples (NULL: none) */

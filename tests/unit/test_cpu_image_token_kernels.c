@@ -1921,6 +1921,95 @@ START_TEST(tokens_threads)
 }
 END_TEST
 
+/* --precision bf16's element-wise kernels on bfloat16 storage (be->bf16:
+ * add3, gelu, LayerNorm) against the float32 kernels on the widened
+ * values, their outputs packed by bf16_pack: the same bits, with 1, 2 and
+ * 3 threads, on inputs that hold ties, denormals, infinities and NaNs */
+START_TEST(bf16_storage_vs_widened)
+{
+    const size_t GN = 300000;            /* above the parallel thresholds */
+    const int LR = 1000, LD = 300;
+    const size_t nL = (size_t)LR * LD;
+    float *a = fbuf(GN), *b = fbuf(GN), *dy = fbuf(GN), *lg = fbuf(LD), *lb = fbuf(LD);
+    float *ldy = fbuf(nL);
+    fill(a, GN, 340, -6, 6); fill(b, GN, 341, -6, 6); fill(dy, GN, 342, -1, 1);
+    fill(lg, LD, 343, 0.5f, 1.5f); fill(lb, LD, 344, -1, 1); fill(ldy, nL, 345, -1, 1);
+    static const uint32_t special[] = {
+        0x3F808000u, 0x3F818000u, 0x00018000u, 0x80000001u, 0x7F800000u, 0xFF800000u,
+        0x7FC00001u, 0xFF800001u, 0x7F7FFFFFu, 0x00000000u, 0x80000000u, 0x41200000u };
+    for (size_t k = 0; k < sizeof special / sizeof special[0]; k++) {
+        memcpy(&a[k * 997], &special[k], sizeof(float));
+        memcpy(&b[k * 991 + 5], &special[k], sizeof(float));
+    }
+    for (int t = 1; t <= 3; t++) {
+        const cdp_backend *be = cpu_split(t, NULL);
+#ifdef HAVE_DNNL
+        ck_assert_ptr_nonnull(be->bf16);
+#endif
+        if (!be->bf16)
+            return;   /* no bfloat16 kernels in this build (checked above when it has them) */
+        uint16_t *a16 = malloc(GN * 2), *b16 = malloc(GN * 2), *y16 = malloc(GN * 2);
+        uint16_t *w16 = malloc(GN * 2);
+        float *aw = fbuf(GN), *bw = fbuf(GN), *y = fbuf(GN), *d1 = fbuf(GN), *d2 = fbuf(GN);
+        ck_assert(a16 && b16 && y16 && w16);
+        be->bf16_pack(GN, a, a16);
+        be->bf16_pack(GN, b, b16);
+        be->bf16_unpack(GN, a16, aw);
+        be->bf16_unpack(GN, b16, bw);
+        char what[64];
+        /* add3 */
+        be->add3(GN, aw, bw, y);
+        be->bf16_pack(GN, y, w16);
+        be->bf16->add3(GN, a16, b16, y16);
+        snprintf(what, sizeof what, "bf16 add3, %d threads", t);
+        check_same(what, w16, y16, GN * 2);
+        /* gelu: forward (n not a multiple of the span) and backward */
+        const size_t gn = GN - 123;
+        be->gelu_fwd(gn, aw, y);
+        be->bf16_pack(gn, y, w16);
+        be->bf16->gelu_fwd(gn, a16, y16);
+        snprintf(what, sizeof what, "bf16 gelu_fwd, %d threads", t);
+        check_same(what, w16, y16, gn * 2);
+        be->gelu_bwd(gn, aw, dy, d1);
+        be->bf16->gelu_bwd(gn, a16, dy, d2);
+        snprintf(what, sizeof what, "bf16 gelu_bwd, %d threads", t);
+        check_same(what, d1, d2, gn * sizeof(float));
+        /* LayerNorm, forward
+         * with its saved mean and rstd, backward with accumulate 0 and 1 */
+        float *save1 = fbuf(2 * (size_t)LR), *save2 = fbuf(2 * (size_t)LR);
+        float *g1 = fbuf(2 * (size_t)LD), *g2 = fbuf(2 * (size_t)LD);
+        uint16_t *lx16 = malloc(nL * 2);
+        float *lx = fbuf(nL), *lxw = fbuf(nL);
+        ck_assert_ptr_nonnull(lx16);
+        fill(lx, nL, 346, -1, 2);
+        be->bf16_pack(nL, lx, lx16);
+        be->bf16_unpack(nL, lx16, lxw);
+        be->ln_fwd(LR, LD, lxw, lg, lb, 1e-5f, y, save1);
+        be->bf16_pack(nL, y, w16);
+        be->bf16->ln_fwd(LR, LD, lx16, lg, lb, 1e-5f, y16, save2);
+        snprintf(what, sizeof what, "bf16 ln_fwd y, %d threads", t);
+        check_same(what, w16, y16, nL * 2);
+        snprintf(what, sizeof what, "bf16 ln_fwd save, %d threads", t);
+        check_same(what, save1, save2, 2 * (size_t)LR * sizeof(float));
+        for (int acc = 0; acc < 2; acc++) {
+            for (int j = 0; j < 2 * LD; j++)
+                g1[j] = g2[j] = 0.25f * (float)j;
+            be->ln_bwd(LR, LD, lxw, lg, save1, ldy, d1, g1, g1 + LD, acc);
+            be->bf16->ln_bwd(LR, LD, lx16, lg, save1, ldy, d2, g2, g2 + LD, acc);
+            snprintf(what, sizeof what, "bf16 ln_bwd dx, %d threads, accumulate %d", t, acc);
+            check_same(what, d1, d2, nL * sizeof(float));
+            snprintf(what, sizeof what, "bf16 ln_bwd dgamma, dbeta, %d threads, accumulate %d",
+                     t, acc);
+            check_same(what, g1, g2, 2 * (size_t)LD * sizeof(float));
+        }
+        free(save1); free(save2); free(g1); free(g2); free(lx16); free(lx); free(lxw);
+        free(a16); free(b16); free(y16); free(w16);
+        free(aw); free(bw); free(y); free(d1); free(d2);
+    }
+    free(a); free(b); free(dy); free(lg); free(lb); free(ldy);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *image_token_kernels_suite(void)
@@ -1979,6 +2068,7 @@ static Suite *image_token_kernels_suite(void)
     tcase_add_test(tc, gelu_hand_fd_reference);
     tcase_add_test(tc, tokens_and_rows);
     tcase_add_test(tc, tokens_threads);
+    tcase_add_test(tc, bf16_storage_vs_widened);
     suite_add_tcase(s, tc);
     return s;
 }
