@@ -102,17 +102,30 @@ typedef struct cdp_bf16_kernels {
     void (*gemm_batched)(int tA, int tB, int M, int N, int K, float alpha, const uint16_t *A,
                          int lda, size_t sA, const uint16_t *Bm, int ldb, size_t sB, float *C,
                          int ldc, size_t sC, int batch);
-    /* the element-wise layers on tensors kept in bfloat16 (x, a, b read
-     * widened, the forward's y rounded and stored as bf16_pack stores it):
-     * the bits of add3, gelu_fwd/gelu_bwd and ln_fwd/ln_bwd on the widened
-     * values, with no float32 copy of a tensor */
-    void (*add3)(size_t n, const uint16_t *a, const uint16_t *b, uint16_t *y);
-    void (*gelu_fwd)(size_t n, const uint16_t *x, uint16_t *y);
+    /* the element-wise layers whose output is kept in bfloat16: each input
+     * is given either in floats holding bfloat16 values (xf, af, bf) or in
+     * bfloat16 storage (x16, a16, b16; the other NULL), the output y is
+     * rounded and stored as bf16_pack stores it: the bits of add3,
+     * gelu_fwd, ln_fwd and relu_fwd (in place) on the widened values, with
+     * no float32 copy of a tensor; the backwards read x (or relu's y) in
+     * bfloat16 storage: the bits of gelu_bwd, ln_bwd and relu_bwd */
+    void (*add3)(size_t n, const float *af, const uint16_t *a16, const float *bf,
+                 const uint16_t *b16, uint16_t *y);
+    void (*gelu_fwd)(size_t n, const float *xf, const uint16_t *x16, uint16_t *y);
     void (*gelu_bwd)(size_t n, const uint16_t *x, const float *dy, float *dx);
-    void (*ln_fwd)(int R, int D, const uint16_t *x, const float *gamma, const float *beta,
-                   float eps, uint16_t *y, float *save);
+    void (*ln_fwd)(int R, int D, const float *xf, const uint16_t *x16, const float *gamma,
+                   const float *beta, float eps, uint16_t *y, float *save);
     void (*ln_bwd)(int R, int D, const uint16_t *x, const float *gamma, const float *save,
                    const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);
+    void (*relu_fwd)(size_t n, uint16_t *y);
+    void (*relu_bwd)(size_t n, const uint16_t *y, float *dy);
+    /* BatchNorm's forwards: the bits of bn_fwd_train and bn_fwd_eval */
+    void (*bn_fwd_train)(int B, int C, int HW, const float *xf, const uint16_t *x16,
+                         const float *gamma, const float *beta, float eps, uint16_t *y,
+                         float *save, double *stats);
+    void (*bn_fwd_eval)(int B, int C, int HW, const float *xf, const uint16_t *x16,
+                        const float *gamma, const float *beta, const float *rmean,
+                        const float *rvar, float eps, uint16_t *y);
 } cdp_bf16_kernels;
 
 /* The name of the first kernel be lacks (a NULL member), or NULL when it has

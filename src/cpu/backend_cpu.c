@@ -62,6 +62,10 @@ static const cdp_bf16_kernels cpu_bf16 = {
     .gelu_bwd = cdp_cpu_bf16_gelu_bwd,
     .ln_fwd = cdp_cpu_bf16_ln_fwd,
     .ln_bwd = cdp_cpu_bf16_ln_bwd,
+    .relu_fwd = cdp_cpu_bf16_relu_fwd,
+    .relu_bwd = cdp_cpu_bf16_relu_bwd,
+    .bn_fwd_train = cdp_cpu_bf16_bn_fwd_train,
+    .bn_fwd_eval = cdp_cpu_bf16_bn_fwd_eval,
 };
 #endif
 

@@ -98,12 +98,24 @@ void cdp_cpu_bf16_linear_bwd(int B, int in, int out, const float *xf, const uint
 void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
                                const uint16_t *A, int lda, size_t sA, const uint16_t *Bm, int ldb,
                                size_t sB, float *C, int ldc, size_t sC, int batch);
-/* and its element-wise layers on bfloat16 storage (any build): kernels_cpu.c,
- * kernels_gelu.c, kernels_tokens.c */
-void cdp_cpu_bf16_add3(size_t n, const uint16_t *a, const uint16_t *b, uint16_t *y);
-void cdp_cpu_bf16_gelu_fwd(size_t n, const uint16_t *x, uint16_t *y);
+/* and its element-wise layers on bfloat16 storage: kernels_cpu.c,
+ * kernels_gelu.c, kernels_tokens.c, kernels_norm.c */
+/* bf16_pack and bf16_unpack of a span, on the calling thread */
+void cdp_cpu_bf16_pack_span(size_t n, const float *x, uint16_t *y);
+void cdp_cpu_bf16_widen_span(size_t n, const uint16_t *x, float *y);
+void cdp_cpu_bf16_add3(size_t n, const float *af, const uint16_t *a16, const float *bf,
+                       const uint16_t *b16, uint16_t *y);
+void cdp_cpu_bf16_relu_fwd(size_t n, uint16_t *y);
+void cdp_cpu_bf16_relu_bwd(size_t n, const uint16_t *y, float *dy);
+void cdp_cpu_bf16_bn_fwd_train(int B, int C, int HW, const float *xf, const uint16_t *x16,
+                               const float *gamma, const float *beta, float eps, uint16_t *y,
+                               float *save, double *stats);   /* kernels_norm.c, HAVE_DNNL */
+void cdp_cpu_bf16_bn_fwd_eval(int B, int C, int HW, const float *xf, const uint16_t *x16,
+                              const float *gamma, const float *beta, const float *rmean,
+                              const float *rvar, float eps, uint16_t *y);
+void cdp_cpu_bf16_gelu_fwd(size_t n, const float *xf, const uint16_t *x16, uint16_t *y);
 void cdp_cpu_bf16_gelu_bwd(size_t n, const uint16_t *x, const float *dy, float *dx);
-void cdp_cpu_bf16_ln_fwd(int R, int D, const uint16_t *x, const float *gamma,
+void cdp_cpu_bf16_ln_fwd(int R, int D, const float *xf, const uint16_t *x16, const float *gamma,
                          const float *beta, float eps, uint16_t *y, float *save);
 void cdp_cpu_bf16_ln_bwd(int R, int D, const uint16_t *x, const float *gamma, const float *save,
                          const float *dy, float *dx, float *dgamma, float *dbeta, int accumulate);

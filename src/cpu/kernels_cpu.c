@@ -492,13 +492,71 @@ void cdp_cpu_bf16_unpack(size_t n, const uint16_t *x, float *y)
         y[k] = cdp_cpu_bf16_widen(x[k]);
 }
 
-/* add3 on bfloat16 storage: the widened values' float sum, rounded */
-CDP_CPU_CLONES void cdp_cpu_bf16_add3(size_t n, const uint16_t *a, const uint16_t *b,
-                                      uint16_t *y)
+/* the same, serially, for a span inside a thread's work */
+CDP_CPU_CLONES void cdp_cpu_bf16_pack_span(size_t n, const float *x, uint16_t *y)
+{
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_bits(x[k]);
+}
+
+CDP_CPU_CLONES void cdp_cpu_bf16_widen_span(size_t n, const uint16_t *x, float *y)
+{
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_widen(x[k]);
+}
+
+/* add3 with its output in bfloat16 storage: the float sum of the two
+ * inputs' values (each widened from its storage, or read from floats),
+ * rounded.  An input in floats is taken as a (a + b is b + a, bit for bit) */
+CDP_CPU_CLONES static void add3_16(size_t n, const uint16_t *a, const uint16_t *b, uint16_t *y)
 {
 #pragma omp parallel for PAR(n)
     for (size_t k = 0; k < n; k++)
         y[k] = cdp_cpu_bf16_bits(cdp_cpu_bf16_widen(a[k]) + cdp_cpu_bf16_widen(b[k]));
+}
+
+CDP_CPU_CLONES static void add3_f16(size_t n, const float *a, const uint16_t *b, uint16_t *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_bits(a[k] + cdp_cpu_bf16_widen(b[k]));
+}
+
+CDP_CPU_CLONES static void add3_ff(size_t n, const float *a, const float *b, uint16_t *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_bits(a[k] + b[k]);
+}
+
+void cdp_cpu_bf16_add3(size_t n, const float *af, const uint16_t *a16, const float *bf,
+                       const uint16_t *b16, uint16_t *y)
+{
+    if (a16 && b16)
+        add3_16(n, a16, b16, y);
+    else if (b16)
+        add3_f16(n, af, b16, y);
+    else if (a16)
+        add3_f16(n, bf, a16, y);
+    else
+        add3_ff(n, af, bf, y);
+}
+
+/* relu_fwd in place on bfloat16 storage: max(x, 0) of a bfloat16 value is
+ * the value or +0 (a NaN gives +0, as relu_fwd's x > 0 test does) */
+CDP_CPU_CLONES void cdp_cpu_bf16_relu_fwd(size_t n, uint16_t *y)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        y[k] = cdp_cpu_bf16_widen(y[k]) > 0.0f ? y[k] : 0;
+}
+
+/* relu_bwd reading its output in bfloat16 storage */
+CDP_CPU_CLONES void cdp_cpu_bf16_relu_bwd(size_t n, const uint16_t *y, float *dy)
+{
+#pragma omp parallel for PAR(n)
+    for (size_t k = 0; k < n; k++)
+        dy[k] = cdp_cpu_bf16_widen(y[k]) > 0.0f ? dy[k] : 0.0f;
 }
 
 /* torch.optim.SGD (dampening 0, no Nesterov) on the gradient g * gscale, in

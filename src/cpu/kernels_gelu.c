@@ -107,30 +107,23 @@ void cdp_cpu_gelu_bwd(size_t n, const float *x, const float *dy, float *dx)
 }
 
 /* --precision bf16 on bfloat16 storage: the same values as gelu_fwd and
- * gelu_bwd on the widened x, the forward's y rounded as bf16_pack does.
+ * gelu_bwd on the widened x (the forward's x may also be floats), the
+ * forward's y rounded as bf16_pack does.
  * A span at a time through a float buffer on the thread's stack (16 KiB,
  * in its L1/L2), so that each loop vectorises as gelu_fwd's */
-CDP_CPU_CLONES static void widen_span(size_t n, const uint16_t *x, float *y)
-{
-    for (size_t k = 0; k < n; k++)
-        y[k] = cdp_cpu_bf16_widen(x[k]);
-}
-
-CDP_CPU_CLONES static void pack_span(size_t n, const float *x, uint16_t *y)
-{
-    for (size_t k = 0; k < n; k++)
-        y[k] = cdp_cpu_bf16_bits(x[k]);
-}
-
-void cdp_cpu_bf16_gelu_fwd(size_t n, const uint16_t *x, uint16_t *y)
+void cdp_cpu_bf16_gelu_fwd(size_t n, const float *xf, const uint16_t *x16, uint16_t *y)
 {
 #pragma omp parallel for CDP_CPU_PAR(n * 8)
     for (size_t s = 0; s < SPANS(n); s++) {
         float v[SPAN];
         const size_t k = s * SPAN, len = SPAN_LEN(n, k);
-        widen_span(len, x + k, v);
-        fwd_span(len, v, v);
-        pack_span(len, v, y + k);
+        if (x16) {
+            cdp_cpu_bf16_widen_span(len, x16 + k, v);
+            fwd_span(len, v, v);
+        } else {
+            fwd_span(len, xf + k, v);
+        }
+        cdp_cpu_bf16_pack_span(len, v, y + k);
     }
 }
 
@@ -140,7 +133,7 @@ void cdp_cpu_bf16_gelu_bwd(size_t n, const uint16_t *x, const float *dy, float *
     for (size_t s = 0; s < SPANS(n); s++) {
         float v[SPAN];
         const size_t k = s * SPAN, len = SPAN_LEN(n, k);
-        widen_span(len, x + k, v);
+        cdp_cpu_bf16_widen_span(len, x + k, v);
         bwd_span(len, v, dy + k, dx + k);
     }
 }

@@ -5,10 +5,15 @@
  * channel's reductions are made by one thread, in double, in the order
  * b = 0..B-1, p = 0..HW-1, so the bits never depend on the thread count.
  * Per-element arithmetic is in float, operation by operation as written
- * (no FP contraction: -std=c11, clang pragma below).  No allocation.
+ * (no FP contraction: -std=c11, clang pragma below).  No allocation, but
+ * the per-thread buffer where the bf16 forwards stage a channel group.
  * cdp_cpu_bn_simd = 0 forces the portable loops (the same bits; tests
  * compare them). */
+#include "config.h"   /* HAVE_DNNL */
+
 #include <math.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -278,6 +283,114 @@ void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamm
         }
     }
 }
+
+#ifdef HAVE_DNNL   /* the backend's bf16 kernels (cpu_internal.h) */
+/* ---- --precision bf16: the forwards with y in bfloat16 storage and x in
+ * bfloat16 storage (x16) or floats (xf).  A channel group's planes are
+ * widened (or copied) into a per-thread buffer laid out as a tensor of g
+ * channels, where the float32 code above runs unchanged (the same values in
+ * the same order: the same bits), and each output plane is rounded into y
+ * as bf16_pack does. */
+#define BN16_MAX_THREADS 256
+static void *bn16_buf[BN16_MAX_THREADS];
+static size_t bn16_have[BN16_MAX_THREADS];
+
+static void bn16_free(void)
+{
+    for (int t = 0; t < BN16_MAX_THREADS; t++) {
+        free(bn16_buf[t]);
+        bn16_buf[t] = NULL;
+        bn16_have[t] = 0;
+    }
+}
+
+/* the calling OpenMP thread's buffer of n floats */
+static float *bn16_stage(size_t n)
+{
+    const int t = omp_get_thread_num();
+    if (t >= BN16_MAX_THREADS)
+        abort();
+    return cdp_cpu_grow(&bn16_buf[t], &bn16_have[t], n * sizeof(float), "BatchNorm's bf16 planes");
+}
+
+static void bn16_register(void)
+{
+    static int done;
+    if (!done) {
+        atexit(bn16_free);
+        done = 1;
+    }
+}
+
+/* plane (b, c) of x into dst, widened or copied */
+static void bn16_load(int C, int HW, const float *xf, const uint16_t *x16, int b, int c,
+                      float *dst)
+{
+    const size_t off = ((size_t)b * (size_t)C + (size_t)c) * (size_t)HW;
+    if (x16)
+        cdp_cpu_bf16_widen_span((size_t)HW, x16 + off, dst);
+    else
+        memcpy(dst, xf + off, (size_t)HW * sizeof *dst);
+}
+
+void cdp_cpu_bf16_bn_fwd_train(int B, int C, int HW, const float *xf, const uint16_t *x16,
+                               const float *gamma, const float *beta, float eps, uint16_t *y,
+                               float *save, double *stats)
+{
+    if (C <= 0)
+        return;
+    bn16_register();
+    const double n = (double)B * (double)HW;
+    const int ng = bn_groups(C);
+#pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
+    for (int gi = 0; gi < ng; gi++) {
+        int c0 = gi * BN_G, g = C - c0 < BN_G ? C - c0 : BN_G;
+        float *v = bn16_stage((size_t)B * (size_t)g * (size_t)(HW > 0 ? HW : 0));
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < g; j++)
+                bn16_load(C, HW, xf, x16, b, c0 + j, v + ((size_t)b * g + j) * (size_t)HW);
+        double mean[BN_G], m2[BN_G];
+        bn_sums(B, g, HW, v, 0, g, NULL, mean);
+        for (int j = 0; j < g; j++)
+            mean[j] = mean[j] / n;
+        bn_sums(B, g, HW, v, 0, g, mean, m2);
+        for (int j = 0; j < g; j++) {
+            int c = c0 + j;
+            float fm = (float)mean[j];
+            float is = (float)(1.0 / sqrt(m2[j] / n + (double)eps));
+            for (int b = 0; b < B; b++) {
+                float *pl = v + ((size_t)b * g + j) * (size_t)HW;
+                bn_fwd_plane(HW, pl, fm, is, gamma[c], beta[c], pl);
+                cdp_cpu_bf16_pack_span((size_t)HW, pl, y + ((size_t)b * (size_t)C + (size_t)c) * (size_t)HW);
+            }
+            save[c] = fm;
+            save[C + c] = is;
+            stats[c] = mean[j];
+            stats[C + c] = m2[j];
+        }
+    }
+}
+
+void cdp_cpu_bf16_bn_fwd_eval(int B, int C, int HW, const float *xf, const uint16_t *x16,
+                              const float *gamma, const float *beta, const float *rmean,
+                              const float *rvar, float eps, uint16_t *y)
+{
+    if (C <= 0)
+        return;
+    bn16_register();
+#pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
+    for (int c = 0; c < C; c++) {
+        float *v = bn16_stage((size_t)(HW > 0 ? HW : 0));
+        float rm = rmean[c], sd = sqrtf(rvar[c] + eps), ga = gamma[c], be = beta[c];
+        for (int b = 0; b < B; b++) {
+            bn16_load(C, HW, xf, x16, b, c, v);
+            for (int p = 0; p < HW; p++)
+                v[p] = (v[p] - rm) / sd * ga + be;
+            cdp_cpu_bf16_pack_span((size_t)HW, v, PLANE(y, b, c));
+        }
+    }
+}
+#endif
 
 /* For channels c0 + j, j < g: sdy[j] = sum of dy and sdyx[j] = sum of
  * dy * xhat, xhat = (x - mean[j]) * is[j] in float, in double, each in

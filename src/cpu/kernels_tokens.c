@@ -184,12 +184,15 @@ void cdp_cpu_ln_fwd(int R, int D, const float *x, const float *gamma, const floa
     ln_fwd_body(R, D, x, NULL, gamma, beta, eps, y, NULL, save);
 }
 
-/* --precision bf16 on bfloat16 storage: ln_fwd on the widened x, y rounded
- * as bf16_pack does */
-void cdp_cpu_bf16_ln_fwd(int R, int D, const uint16_t *x, const float *gamma,
+/* --precision bf16, y in bfloat16 storage: ln_fwd on x (widened from its
+ * storage, or floats), y rounded as bf16_pack does */
+void cdp_cpu_bf16_ln_fwd(int R, int D, const float *xf, const uint16_t *x16, const float *gamma,
                          const float *beta, float eps, uint16_t *y, float *save)
 {
-    ln_fwd_body(R, D, NULL, x, gamma, beta, eps, NULL, y, save);
+    if (x16)
+        ln_fwd_body(R, D, NULL, x16, gamma, beta, eps, NULL, y, save);
+    else
+        ln_fwd_body(R, D, xf, NULL, gamma, beta, eps, NULL, y, save);
 }
 
 /* dgamma[c0..c1), dbeta[c0..c1): over the rows in order, in double, of

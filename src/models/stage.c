@@ -197,10 +197,11 @@ static int reads_bf16(const cdp_backend *be, const cdp_layer *ly)
     return be->bf16 && ops_of(ly)->reads_bf16;
 }
 
-/* an element-wise layer that works on the bfloat16 storage itself */
-static int bf16_io(const cdp_backend *be, const cdp_layer *ly)
+/* an element-wise layer that works on the bfloat16 storage itself, in its
+ * forward (CDP_BF16_IO_FWD) or backward (CDP_BF16_IO_BWD) */
+static int bf16_io(const cdp_backend *be, const cdp_layer *ly, unsigned pass)
 {
-    return be->bf16 && ops_of(ly)->bf16_io;
+    return be->bf16 && (ops_of(ly)->bf16_io & pass);
 }
 
 /* layer ly's input for a call: its bfloat16 storage as x16 when the layer
@@ -239,19 +240,29 @@ static void lowp_operands(const cdp_backend *be, const cdp_model *m, int l, cons
 
 /* a forward call's inputs in float32 and its output's float32 copy; returns
  * the output's storage, where lowp_store puts the result, or NULL when the
- * layer reads and writes the bfloat16 storage itself (bf16_io, every
- * tensor of the call kept in bfloat16) */
+ * layer reads and writes the bfloat16 storage itself (bf16_io, its output
+ * kept in bfloat16) */
 static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, int l,
                               const cdp_layer *ly, const lowp_ws *w, cdp_layer_io *io)
 {
     float *store = io->y;
-    if (bf16_io(be, ly) && io->x && stored_lowp(m, ly->in) && stored_lowp(m, ly->out) &&
-        (ly->in2 < 0 || (io->x2 && stored_lowp(m, ly->in2)))) {
+    if (bf16_io(be, ly, CDP_BF16_IO_FWD) && stored_lowp(m, ly->out) && io->x &&
+        root(m, ly->in) != 0 && (ly->in2 < 0 || (io->x2 && root(m, ly->in2) != 0))) {
+        /* every input but the network's holds bfloat16 values: kept so, or
+         * in floats (the forward-only tensors) */
         io->lowp = 1;
-        io->x16 = (const uint16_t *)io->x;
-        io->x2_16 = ly->in2 >= 0 ? (const uint16_t *)io->x2 : NULL;
+        if (ops_of(ly)->storage != CDP_STORAGE_IN_PLACE && stored_lowp(m, ly->in)) {
+            io->x16 = (const uint16_t *)io->x;
+            io->x = NULL;
+        }
+        if (ly->in2 >= 0 && stored_lowp(m, ly->in2)) {
+            io->x2_16 = (const uint16_t *)io->x2;
+            io->x2 = NULL;
+        }
         io->y16 = (uint16_t *)store;
-        io->x = io->x2 = io->y = NULL;
+        io->y = NULL;
+        if (ops_of(ly)->storage == CDP_STORAGE_IN_PLACE)
+            io->x = NULL;   /* its input is y16 */
         return NULL;
     }
     lowp_input(be, m, ly, w, io, reads_bf16(be, ly));
@@ -407,7 +418,13 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
                 io.y = fwd_ptr(m, l, ly->out, r->x, r->act, NULL, B);
                 if (lw.params) {
                     io.lowp = 1;
-                    io.y = widen(r->be, m, ly->out, io.y, lw.y, B);
+                    if (bf16_io(r->be, ly, CDP_BF16_IO_BWD) && stored_lowp(m, ly->out) &&
+                        io.y) {
+                        io.y16 = (uint16_t *)io.y;   /* read only */
+                        io.y = NULL;
+                    } else {
+                        io.y = widen(r->be, m, ly->out, io.y, lw.y, B);
+                    }
                 }
                 io.dx = GP(ro);
                 double t0 = cdp_layer_times_begin(m->times, r->be);
@@ -463,7 +480,7 @@ static size_t bwd_walk(const cdp_model *m, int l, const bwd_run *r)
             if (lw.params) {
                 if (ops->reads_input || ops->fuses_relu) {
                     lowp_input(r->be, m, ly, &lw, &io,
-                               reads_bf16(r->be, ly) || bf16_io(r->be, ly));
+                               reads_bf16(r->be, ly) || bf16_io(r->be, ly, CDP_BF16_IO_BWD));
                     if (ly->in2 >= 0)
                         io.x2 = widen(r->be, m, ly->in2, io.x2, lw.x2, B);
                 }

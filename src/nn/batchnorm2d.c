@@ -24,7 +24,13 @@ static size_t stat_doubles(const cdp_layer *ly) { return 2 * (size_t)ly->xs.c; }
 static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
 {
     const int C = ly->xs.c, HW = ly->xs.h * ly->xs.w;
-    if (train)
+    if (io->y16 && train)
+        io->be->bf16->bn_fwd_train(io->B, C, HW, io->x, io->x16, io->p, io->p + C, ly->eps,
+                                   io->y16, io->save, io->stats);
+    else if (io->y16)
+        io->be->bf16->bn_fwd_eval(io->B, C, HW, io->x, io->x16, io->p, io->p + C, io->bufs,
+                                  io->bufs + C, ly->eps, io->y16);
+    else if (train)
         io->be->bn_fwd_train(io->B, C, HW, io->x, io->p, io->p + C, ly->eps, io->y, io->save,
                              io->stats);
     else
@@ -74,5 +80,5 @@ const cdp_layer_ops cdp_batchnorm2d_ops = {
     .name = "batchnorm2d", .shape = cdp_layer_shape_same, .params = params,
     .save_fixed = save_fixed, .stat_doubles = stat_doubles, .check_step = check_step,
     .update_buffers = update_buffers,
-    .fwd = fwd, .bwd = bwd, .reads_input = 1, .flops = flops,
+    .fwd = fwd, .bwd = bwd, .reads_input = 1, .bf16_io = CDP_BF16_IO_FWD, .flops = flops,
 };

@@ -6,7 +6,7 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     (void)train;
     const size_t n = (size_t)io->B * cdp_shape_n(ly->ys);
     if (io->y16)
-        io->be->bf16->gelu_fwd(n, io->x16, io->y16);
+        io->be->bf16->gelu_fwd(n, io->x, io->x16, io->y16);
     else
         io->be->gelu_fwd(n, io->x, io->y);
 }
@@ -28,5 +28,5 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
 
 const cdp_layer_ops cdp_gelu_ops = {
     .name = "gelu", .shape = cdp_layer_shape_same, .fwd = fwd, .bwd = bwd, .reads_input = 1,
-    .bf16_io = 1, .flops = flops,
+    .bf16_io = CDP_BF16_IO, .flops = flops,
 };

@@ -25,8 +25,8 @@ static void fwd(const cdp_layer *ly, const cdp_layer_io *io, int train)
     (void)train;
     const int D = dim(ly);
     if (io->y16)
-        io->be->bf16->ln_fwd(rows(ly, io->B), D, io->x16, io->p, io->p + D, ly->eps, io->y16,
-                             io->save);
+        io->be->bf16->ln_fwd(rows(ly, io->B), D, io->x, io->x16, io->p, io->p + D, ly->eps,
+                             io->y16, io->save);
     else
         io->be->ln_fwd(rows(ly, io->B), D, io->x, io->p, io->p + D, ly->eps, io->y, io->save);
 }
@@ -52,5 +52,5 @@ static double flops(const cdp_layer *ly, int B, int need_dx)
 const cdp_layer_ops cdp_layernorm_ops = {
     .name = "layernorm", .shape = cdp_layer_shape_same, .params = params,
     .save_per_sample = save_per_sample, .fwd = fwd, .bwd = bwd, .reads_input = 1,
-    .bf16_io = 1, .flops = flops,
+    .bf16_io = CDP_BF16_IO, .flops = flops,
 };

@@ -149,9 +149,12 @@ typedef struct cdp_layer_io {
      * rounded) */
     const uint16_t *x16, *p16, *dy16;
     /* --precision bf16 on a backend with bfloat16 kernels, for a layer that
-     * bf16_io: in the forward, when its inputs and its output are all kept
-     * in bfloat16, their storage (x16, x2_16, y16; x, x2 and y NULL), else
-     * none of them; in the backward x16 when its input is kept so */
+     * bf16_io: in the forward, when its output is kept in bfloat16 (and no
+     * input is the network's), y16 (y NULL) and each input kept so as x16,
+     * x2_16 (x, x2 NULL), the others in x, x2 as floats holding bfloat16
+     * values (an in-place layer: y16 only); else none of them.  In the
+     * backward x16 when it reads its input kept so, y16 (read only) when it
+     * reads its output kept so */
     const uint16_t *x2_16;
     uint16_t *y16;
 } cdp_layer_io;
@@ -165,6 +168,8 @@ typedef enum cdp_layer_storage {
     CDP_STORAGE_VIEW        /* its input's storage in another shape: no work
                              * forward or backward */
 } cdp_layer_storage;
+
+enum { CDP_BF16_IO_FWD = 1, CDP_BF16_IO_BWD = 2, CDP_BF16_IO = 3 };
 
 typedef struct cdp_layer_ops {
     const char *name;
@@ -215,11 +220,12 @@ typedef struct cdp_layer_ops {
      * x16, p16 and dy16 (cdp_layer_io) in place of x, its rounded weights
      * and dy, so that the stage neither widens nor rounds them */
     int reads_bf16;
-    /* 1: an element-wise layer that, under --precision bf16 on a backend
-     * with bfloat16 kernels, reads and writes the bfloat16 storage of the
+    /* under --precision bf16 on a backend with bfloat16 kernels, an
+     * element-wise layer that reads and writes the bfloat16 storage of the
      * tensors kept so (x16, x2_16, y16 of cdp_layer_io) with the backend's
-     * bf16 kernels, the same bits as on the widened copies */
-    int bf16_io;
+     * bf16 kernels, the same bits as on widened copies: in its forward
+     * (CDP_BF16_IO_FWD), its backward (CDP_BF16_IO_BWD), or both */
+    unsigned bf16_io;
     /* forward + backward FLOPs for B samples, with or without dx */
     double (*flops)(const cdp_layer *ly, int B, int need_dx);
     /* scratch in floats for B samples (NULL: none) */

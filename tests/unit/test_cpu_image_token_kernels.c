@@ -1922,7 +1922,7 @@ START_TEST(tokens_threads)
 END_TEST
 
 /* --precision bf16's element-wise kernels on bfloat16 storage (be->bf16:
- * add3, gelu, LayerNorm) against the float32 kernels on the widened
+ * add3, ReLU, GELU, LayerNorm, BatchNorm's forwards) against the float32 kernels on the widened
  * values, their outputs packed by bf16_pack: the same bits, with 1, 2 and
  * 3 threads, on inputs that hold ties, denormals, infinities and NaNs */
 START_TEST(bf16_storage_vs_widened)
@@ -1957,18 +1957,39 @@ START_TEST(bf16_storage_vs_widened)
         be->bf16_unpack(GN, a16, aw);
         be->bf16_unpack(GN, b16, bw);
         char what[64];
-        /* add3 */
+        /* add3, each input from its storage or from floats */
         be->add3(GN, aw, bw, y);
         be->bf16_pack(GN, y, w16);
-        be->bf16->add3(GN, a16, b16, y16);
-        snprintf(what, sizeof what, "bf16 add3, %d threads", t);
+        for (int form = 0; form < 4; form++) {
+            be->bf16->add3(GN, form & 1 ? aw : NULL, form & 1 ? NULL : a16,
+                           form & 2 ? bw : NULL, form & 2 ? NULL : b16, y16);
+            snprintf(what, sizeof what, "bf16 add3 (form %d), %d threads", form, t);
+            check_same(what, w16, y16, GN * 2);
+        }
+        /* relu in place, and its backward */
+        be->relu_fwd(GN, aw);
+        be->bf16_pack(GN, aw, w16);
+        memcpy(y16, a16, GN * 2);
+        be->bf16->relu_fwd(GN, y16);
+        snprintf(what, sizeof what, "bf16 relu_fwd, %d threads", t);
         check_same(what, w16, y16, GN * 2);
-        /* gelu: forward (n not a multiple of the span) and backward */
+        memcpy(d1, dy, GN * sizeof(float));
+        memcpy(d2, dy, GN * sizeof(float));
+        be->relu_bwd(GN, aw, d1);
+        be->bf16->relu_bwd(GN, y16, d2);
+        snprintf(what, sizeof what, "bf16 relu_bwd, %d threads", t);
+        check_same(what, d1, d2, GN * sizeof(float));
+        be->bf16_unpack(GN, a16, aw);
+        /* gelu: forward (n not a multiple of the span) from storage and
+         * from floats, and backward */
         const size_t gn = GN - 123;
         be->gelu_fwd(gn, aw, y);
         be->bf16_pack(gn, y, w16);
-        be->bf16->gelu_fwd(gn, a16, y16);
+        be->bf16->gelu_fwd(gn, NULL, a16, y16);
         snprintf(what, sizeof what, "bf16 gelu_fwd, %d threads", t);
+        check_same(what, w16, y16, gn * 2);
+        be->bf16->gelu_fwd(gn, aw, NULL, y16);
+        snprintf(what, sizeof what, "bf16 gelu_fwd from floats, %d threads", t);
         check_same(what, w16, y16, gn * 2);
         be->gelu_bwd(gn, aw, dy, d1);
         be->bf16->gelu_bwd(gn, a16, dy, d2);
@@ -1986,11 +2007,14 @@ START_TEST(bf16_storage_vs_widened)
         be->bf16_unpack(nL, lx16, lxw);
         be->ln_fwd(LR, LD, lxw, lg, lb, 1e-5f, y, save1);
         be->bf16_pack(nL, y, w16);
-        be->bf16->ln_fwd(LR, LD, lx16, lg, lb, 1e-5f, y16, save2);
-        snprintf(what, sizeof what, "bf16 ln_fwd y, %d threads", t);
-        check_same(what, w16, y16, nL * 2);
-        snprintf(what, sizeof what, "bf16 ln_fwd save, %d threads", t);
-        check_same(what, save1, save2, 2 * (size_t)LR * sizeof(float));
+        for (int form = 0; form < 2; form++) {
+            be->bf16->ln_fwd(LR, LD, form ? lxw : NULL, form ? NULL : lx16, lg, lb, 1e-5f, y16,
+                             save2);
+            snprintf(what, sizeof what, "bf16 ln_fwd y (form %d), %d threads", form, t);
+            check_same(what, w16, y16, nL * 2);
+            snprintf(what, sizeof what, "bf16 ln_fwd save (form %d), %d threads", form, t);
+            check_same(what, save1, save2, 2 * (size_t)LR * sizeof(float));
+        }
         for (int acc = 0; acc < 2; acc++) {
             for (int j = 0; j < 2 * LD; j++)
                 g1[j] = g2[j] = 0.25f * (float)j;
@@ -2002,6 +2026,33 @@ START_TEST(bf16_storage_vs_widened)
                      t, acc);
             check_same(what, g1, g2, 2 * (size_t)LD * sizeof(float));
         }
+        /* BatchNorm's forwards: channel groups of 8 and a partial one,
+         * planes not a multiple of 8, the input from storage or floats */
+        const int BB = 6, BC = 20, BHW = 49;
+        const size_t nb = (size_t)BB * BC * BHW;
+        float *bst1 = fbuf(4 * (size_t)BC), *bsv2 = fbuf(2 * (size_t)BC);
+        double st1[2 * 20], st2[2 * 20];
+        be->bn_fwd_train(BB, BC, BHW, lxw, lg, lb, 1e-5f, y, bst1, st1);
+        be->bf16_pack(nb, y, w16);
+        for (int form = 0; form < 2; form++) {
+            be->bf16->bn_fwd_train(BB, BC, BHW, form ? lxw : NULL, form ? NULL : lx16, lg, lb,
+                                   1e-5f, y16, bsv2, st2);
+            snprintf(what, sizeof what, "bf16 bn_fwd_train (form %d), %d threads", form, t);
+            check_same(what, w16, y16, nb * 2);
+            check_same(what, bst1, bsv2, 2 * (size_t)BC * sizeof(float));
+            check_same(what, st1, st2, sizeof st1);
+        }
+        for (int c = 0; c < BC; c++)
+            bst1[2 * BC + c] = 0.5f + 0.01f * (float)c;   /* running variance */
+        be->bn_fwd_eval(BB, BC, BHW, lxw, lg, lb, lb, bst1 + 2 * BC, 1e-5f, y);
+        be->bf16_pack(nb, y, w16);
+        for (int form = 0; form < 2; form++) {
+            be->bf16->bn_fwd_eval(BB, BC, BHW, form ? lxw : NULL, form ? NULL : lx16, lg, lb,
+                                  lb, bst1 + 2 * BC, 1e-5f, y16);
+            snprintf(what, sizeof what, "bf16 bn_fwd_eval (form %d), %d threads", form, t);
+            check_same(what, w16, y16, nb * 2);
+        }
+        free(bst1); free(bsv2);
         free(save1); free(save2); free(g1); free(g2); free(lx16); free(lx); free(lxw);
         free(a16); free(b16); free(y16); free(w16);
         free(aw); free(bw); free(y); free(d1); free(d2);
