@@ -36,9 +36,12 @@ static inline float exp_neg(float x)
     p = fmaf(p, r, 1.6666665459e-1f);
     p = fmaf(p, r, 5.0000001201e-1f);
     p = fmaf(p, r * r, r) + 1.0f;
+    /* a NaN x leaves p a NaN: its exponent is not touched (converting a
+     * NaN n to an integer would be undefined) */
+    const int32_t ni = n == n ? (int32_t)n : 0;
     int32_t bits;
     memcpy(&bits, &p, sizeof bits);
-    bits += (int32_t)n * (1 << 23);
+    bits += ni * (1 << 23);
     memcpy(&p, &bits, sizeof p);
     return p;
 }
