@@ -133,9 +133,12 @@ static float *conv_ws(const cdp_model *m, float *ws, int B)
  * bfloat16 kernels, instead reads its kept input as stored (x16), its
  * weights from the stage's bfloat16 copy of the parameter version
  * (lowp_cache.c, made once per version) and its output's gradient packed
- * (dy16): no float32 copies of them.  So every tensor between layers is a bfloat16
- * value wherever it is stored, and no rounding depends on the cut into
- * stages, the rank or the thread. */
+ * (dy16): no float32 copies of them.  An element-wise layer that bf16_io
+ * (LayerNorm, GELU, ReLU, the add, BatchNorm's forward) reads its kept
+ * inputs and writes its kept output in that storage itself (x16, x2_16,
+ * y16), rounding as the packing would.  So every tensor between layers is
+ * a bfloat16 value wherever it is stored, and no rounding depends on the
+ * cut into stages, the rank or the thread. */
 typedef struct lowp_ws {
     float *params, *x, *x2, *y, *dy;
 } lowp_ws;
