@@ -98,11 +98,11 @@ void cdp_cpu_bf16_linear_bwd(int B, int in, int out, const float *xf, const uint
 void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
                                const uint16_t *A, int lda, size_t sA, const uint16_t *Bm, int ldb,
                                size_t sB, float *C, int ldc, size_t sC, int batch);
-/* and its element-wise layers on bfloat16 storage: kernels_cpu.c,
- * kernels_gelu.c, kernels_tokens.c, kernels_norm.c */
-/* bf16_pack and bf16_unpack of a span, on the calling thread */
+/* bf16_pack and bf16_unpack of a span, on the calling thread (kernels_cpu.c) */
 void cdp_cpu_bf16_pack_span(size_t n, const float *x, uint16_t *y);
 void cdp_cpu_bf16_widen_span(size_t n, const uint16_t *x, float *y);
+/* the element-wise layers on bfloat16 storage (the cdp_bf16_kernels of
+ * backend.h): kernels_cpu.c, kernels_gelu.c, kernels_tokens.c, kernels_norm.c */
 void cdp_cpu_bf16_add3(size_t n, const float *af, const uint16_t *a16, const float *bf,
                        const uint16_t *b16, uint16_t *y);
 void cdp_cpu_bf16_relu_fwd(size_t n, uint16_t *y);
@@ -122,6 +122,13 @@ void cdp_cpu_bf16_ln_bwd(int R, int D, const uint16_t *x, const float *gamma, co
 /* *p with at least bytes (64-byte aligned; reallocated when *have is less,
  * contents not kept), or a message naming what and abort (linear_bf16.c) */
 void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what);
+/* the calling OpenMP thread's buffer `which` with at least bytes, grown as
+ * cdp_cpu_grow grows (contents not kept), freed at exit (linear_bf16.c,
+ * HAVE_DNNL only): attention's dense operands (gemm_bf16.c) and
+ * BatchNorm's staged planes (kernels_norm.c) */
+enum { CDP_CPU_TBUF_GEMM_A, CDP_CPU_TBUF_GEMM_B, CDP_CPU_TBUF_GEMM_C, CDP_CPU_TBUF_BN,
+       CDP_CPU_TBUFS };
+void *cdp_cpu_thread_buf(int which, size_t bytes, const char *what);
 /* what computes linear_fwd_bf16 / linear_bwd_bf16 (linear_bf16.c): "oneDNN
  * bf16 matmul", or the float32 kernels' library without oneDNN */
 const char *cdp_cpu_bf16_library(void);

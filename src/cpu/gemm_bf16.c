@@ -30,27 +30,14 @@
  * its fast kernel (brgemm) on dense operands only, and strided ones (a
  * head's columns of QKV, the heads side by side in O) took its slow gemm
  * path, 7-12x the time on vit-tiny's 50 x 50 x 64 entries (the copies cost
- * a small part of the product) */
-#define MAX_THREADS 256
-static void *bufA[MAX_THREADS], *bufB[MAX_THREADS], *bufC[MAX_THREADS];
-static size_t bytesA[MAX_THREADS], bytesB[MAX_THREADS], bytesC[MAX_THREADS];
-
-static void bufs_free(void)
-{
-    for (int t = 0; t < MAX_THREADS; t++) {
-        free(bufA[t]);
-        free(bufB[t]);
-        free(bufC[t]);
-    }
-}
-
+ * a small part of the product): cdp_cpu_thread_buf's GEMM_A, GEMM_B, GEMM_C */
 /* op(X_e) [rows, cols] of n entries (stride s, leading dimension ld),
  * copied densely into the buffer *buf */
 static uint16_t *dense(int trans, int rows, int cols, const uint16_t *x, int ld, size_t s, int n,
-                       void **buf, size_t *have)
+                       int which)
 {
-    uint16_t *d = cdp_cpu_grow(buf, have, (size_t)n * rows * cols * sizeof(uint16_t),
-                               "the batched bfloat16 products");
+    uint16_t *d = cdp_cpu_thread_buf(which, (size_t)n * rows * cols * sizeof(uint16_t),
+                                     "the batched bfloat16 products");
     for (int e = 0; e < n; e++) {
         const uint16_t *xe = x + (size_t)e * s;
         uint16_t *de = d + (size_t)e * rows * cols;
@@ -67,24 +54,17 @@ void cdp_cpu_bf16_gemm_batched(int tA, int tB, int M, int N, int K, float alpha,
 {
     if (M <= 0 || N <= 0 || K <= 0 || batch <= 0)
         return;
-    static int registered;
-    if (!registered) {
-        atexit(bufs_free);
-        registered = 1;
-    }
     const int nb = batch < cdp_cpu_gemm_split ? batch : cdp_cpu_gemm_split;
     const double macs = (double)batch * (double)M * (double)N * (double)K;
     const int nt = nb < cdp_cpu_omp_threads ? nb : cdp_cpu_omp_threads;
 #pragma omp parallel for if (nt > 1 && macs >= GEMMB_MIN_PAR_MACS) num_threads(nt) schedule(static)
     for (int q = 0; q < nb; q++) {
         const int b0 = (int)((int64_t)batch * q / nb), b1 = (int)((int64_t)batch * (q + 1) / nb);
-        const int n = b1 - b0, t = omp_get_thread_num();
-        if (t >= MAX_THREADS)
-            abort();
-        uint16_t *a = dense(tA, M, K, A + (size_t)b0 * sA, lda, sA, n, &bufA[t], &bytesA[t]);
-        uint16_t *bd = dense(tB, K, N, Bm + (size_t)b0 * sB, ldb, sB, n, &bufB[t], &bytesB[t]);
-        float *c = cdp_cpu_grow(&bufC[t], &bytesC[t], (size_t)n * M * N * sizeof(float),
-                                "the batched bfloat16 products");
+        const int n = b1 - b0;
+        uint16_t *a = dense(tA, M, K, A + (size_t)b0 * sA, lda, sA, n, CDP_CPU_TBUF_GEMM_A);
+        uint16_t *bd = dense(tB, K, N, Bm + (size_t)b0 * sB, ldb, sB, n, CDP_CPU_TBUF_GEMM_B);
+        float *c = cdp_cpu_thread_buf(CDP_CPU_TBUF_GEMM_C, (size_t)n * M * N * sizeof(float),
+                                      "the batched bfloat16 products");
         const int64_t sa[4] = {(int64_t)M * K, (int64_t)M * K, K, 1};
         const int64_t sc[4] = {(int64_t)M * N, (int64_t)M * N, N, 1};
         const int64_t sbd[4] = {(int64_t)K * N, (int64_t)K * N, N, 1};

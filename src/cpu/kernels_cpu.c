@@ -478,21 +478,7 @@ void cdp_cpu_round_bf16(size_t n, const float *x, float *y)
         y[k] = cdp_bf16_round(x[k]);
 }
 
-CDP_CPU_CLONES void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
-{
-#pragma omp parallel for PAR(n)
-    for (size_t k = 0; k < n; k++)
-        y[k] = cdp_cpu_bf16_bits(x[k]);
-}
-
-void cdp_cpu_bf16_unpack(size_t n, const uint16_t *x, float *y)
-{
-#pragma omp parallel for PAR(n)
-    for (size_t k = 0; k < n; k++)
-        y[k] = cdp_cpu_bf16_widen(x[k]);
-}
-
-/* the same, serially, for a span inside a thread's work */
+/* bf16_pack and bf16_unpack of a span, on the calling thread */
 CDP_CPU_CLONES void cdp_cpu_bf16_pack_span(size_t n, const float *x, uint16_t *y)
 {
     for (size_t k = 0; k < n; k++)
@@ -503,6 +489,30 @@ CDP_CPU_CLONES void cdp_cpu_bf16_widen_span(size_t n, const uint16_t *x, float *
 {
     for (size_t k = 0; k < n; k++)
         y[k] = cdp_cpu_bf16_widen(x[k]);
+}
+
+/* the whole arrays: spans of this many values shared out to the threads
+ * (each value on its own: the bits do not depend on the split) */
+#define PACK_SPAN 16384
+
+void cdp_cpu_bf16_pack(size_t n, const float *x, uint16_t *y)
+{
+    const size_t spans = (n + PACK_SPAN - 1) / PACK_SPAN;
+#pragma omp parallel for PAR(n)
+    for (size_t s = 0; s < spans; s++) {
+        const size_t k = s * PACK_SPAN;
+        cdp_cpu_bf16_pack_span(n - k < PACK_SPAN ? n - k : PACK_SPAN, x + k, y + k);
+    }
+}
+
+void cdp_cpu_bf16_unpack(size_t n, const uint16_t *x, float *y)
+{
+    const size_t spans = (n + PACK_SPAN - 1) / PACK_SPAN;
+#pragma omp parallel for PAR(n)
+    for (size_t s = 0; s < spans; s++) {
+        const size_t k = s * PACK_SPAN;
+        cdp_cpu_bf16_widen_span(n - k < PACK_SPAN ? n - k : PACK_SPAN, x + k, y + k);
+    }
 }
 
 /* add3 with its output in bfloat16 storage: the float sum of the two

@@ -6,14 +6,13 @@
  * b = 0..B-1, p = 0..HW-1, so the bits never depend on the thread count.
  * Per-element arithmetic is in float, operation by operation as written
  * (no FP contraction: -std=c11, clang pragma below).  No allocation, but
- * the per-thread buffer where the bf16 forwards stage a channel group.
+ * the per-thread buffer where the bf16 forwards stage a channel group
+ * (cdp_cpu_thread_buf).
  * cdp_cpu_bn_simd = 0 forces the portable loops (the same bits; tests
  * compare them). */
 #include "config.h"   /* HAVE_DNNL */
 
 #include <math.h>
-#include <omp.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -235,33 +234,54 @@ CDP_CPU_CLONES static void bn_fwd_plane(int HW, const float *x, float mean, floa
  *     invstd = (float)(1 / sqrt(M2 / n + eps))
  * then in float y = ((x - (float)mean) * invstd) * gamma + beta.
  * save = {(float)mean[C], invstd[C]}, stats = {mean[C], M2[C]}. */
+/* One group of g channels: the layer's channels c0 + j, j < g (gamma, beta,
+ * save and stats index C channels), whose planes are channels cx + j of x
+ * and y, tensors of Cx channels (the layer's own, cx = c0; or a staged copy
+ * of the group, Cx = g, cx = 0); y may be x. */
+static void bn_train_group(int B, int Cx, int HW, const float *x, int cx, int C, int c0, int g,
+                           const float *gamma, const float *beta, float eps, float *y,
+                           float *save, double *stats)
+{
+    const double n = (double)B * (double)HW;
+    double mean[BN_G], m2[BN_G];
+    bn_sums(B, Cx, HW, x, cx, g, NULL, mean);
+    for (int j = 0; j < g; j++)
+        mean[j] = mean[j] / n;
+    bn_sums(B, Cx, HW, x, cx, g, mean, m2);
+    for (int j = 0; j < g; j++) {
+        int c = c0 + j;
+        float fm = (float)mean[j];
+        float is = (float)(1.0 / sqrt(m2[j] / n + (double)eps));
+        for (int b = 0; b < B; b++) {
+            const size_t pl = ((size_t)b * (size_t)Cx + (size_t)(cx + j)) * (size_t)HW;
+            bn_fwd_plane(HW, x + pl, fm, is, gamma[c], beta[c], y + pl);
+        }
+        save[c] = fm;
+        save[C + c] = is;
+        stats[c] = mean[j];
+        stats[C + c] = m2[j];
+    }
+}
+
 void cdp_cpu_bn_fwd_train(int B, int C, int HW, const float *x, const float *gamma,
                           const float *beta, float eps, float *y, float *save, double *stats)
 {
     if (C <= 0)
         return;
-    const double n = (double)B * (double)HW;
     const int ng = bn_groups(C);
 #pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
     for (int gi = 0; gi < ng; gi++) {
         int c0 = gi * BN_G, g = C - c0 < BN_G ? C - c0 : BN_G;
-        double mean[BN_G], m2[BN_G];
-        bn_sums(B, C, HW, x, c0, g, NULL, mean);
-        for (int j = 0; j < g; j++)
-            mean[j] = mean[j] / n;
-        bn_sums(B, C, HW, x, c0, g, mean, m2);
-        for (int j = 0; j < g; j++) {
-            int c = c0 + j;
-            float fm = (float)mean[j];
-            float is = (float)(1.0 / sqrt(m2[j] / n + (double)eps));
-            for (int b = 0; b < B; b++)
-                bn_fwd_plane(HW, PLANE(x, b, c), fm, is, gamma[c], beta[c], PLANE(y, b, c));
-            save[c] = fm;
-            save[C + c] = is;
-            stats[c] = mean[j];
-            stats[C + c] = m2[j];
-        }
+        bn_train_group(B, C, HW, x, c0, C, c0, g, gamma, beta, eps, y, save, stats);
     }
+}
+
+/* y = (x - rm) / sd * ga + be over one plane, in float; y may be x */
+static void bn_eval_plane(int HW, const float *x, float rm, float sd, float ga, float be,
+                          float *y)
+{
+    for (int p = 0; p < HW; p++)
+        y[p] = (x[p] - rm) / sd * ga + be;
 }
 
 /* y = ((x - rmean) / sqrt(rvar + eps)) * gamma + beta, in float (the
@@ -275,12 +295,8 @@ void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamm
 #pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
     for (int c = 0; c < C; c++) {
         float rm = rmean[c], sd = sqrtf(rvar[c] + eps), ga = gamma[c], be = beta[c];
-        for (int b = 0; b < B; b++) {
-            const float *xp = PLANE(x, b, c);
-            float *yp = PLANE(y, b, c);
-            for (int p = 0; p < HW; p++)
-                yp[p] = (xp[p] - rm) / sd * ga + be;
-        }
+        for (int b = 0; b < B; b++)
+            bn_eval_plane(HW, PLANE(x, b, c), rm, sd, ga, be, PLANE(y, b, c));
     }
 }
 
@@ -291,35 +307,10 @@ void cdp_cpu_bn_fwd_eval(int B, int C, int HW, const float *x, const float *gamm
  * channels, where the float32 code above runs unchanged (the same values in
  * the same order: the same bits), and each output plane is rounded into y
  * as bf16_pack does. */
-#define BN16_MAX_THREADS 256
-static void *bn16_buf[BN16_MAX_THREADS];
-static size_t bn16_have[BN16_MAX_THREADS];
-
-static void bn16_free(void)
-{
-    for (int t = 0; t < BN16_MAX_THREADS; t++) {
-        free(bn16_buf[t]);
-        bn16_buf[t] = NULL;
-        bn16_have[t] = 0;
-    }
-}
-
 /* the calling OpenMP thread's buffer of n floats */
 static float *bn16_stage(size_t n)
 {
-    const int t = omp_get_thread_num();
-    if (t >= BN16_MAX_THREADS)
-        abort();
-    return cdp_cpu_grow(&bn16_buf[t], &bn16_have[t], n * sizeof(float), "BatchNorm's bf16 planes");
-}
-
-static void bn16_register(void)
-{
-    static int done;
-    if (!done) {
-        atexit(bn16_free);
-        done = 1;
-    }
+    return cdp_cpu_thread_buf(CDP_CPU_TBUF_BN, n * sizeof(float), "BatchNorm's bf16 planes");
 }
 
 /* plane (b, c) of x into dst, widened or copied */
@@ -339,8 +330,6 @@ void cdp_cpu_bf16_bn_fwd_train(int B, int C, int HW, const float *xf, const uint
 {
     if (C <= 0)
         return;
-    bn16_register();
-    const double n = (double)B * (double)HW;
     const int ng = bn_groups(C);
 #pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
     for (int gi = 0; gi < ng; gi++) {
@@ -349,25 +338,11 @@ void cdp_cpu_bf16_bn_fwd_train(int B, int C, int HW, const float *xf, const uint
         for (int b = 0; b < B; b++)
             for (int j = 0; j < g; j++)
                 bn16_load(C, HW, xf, x16, b, c0 + j, v + ((size_t)b * g + j) * (size_t)HW);
-        double mean[BN_G], m2[BN_G];
-        bn_sums(B, g, HW, v, 0, g, NULL, mean);
-        for (int j = 0; j < g; j++)
-            mean[j] = mean[j] / n;
-        bn_sums(B, g, HW, v, 0, g, mean, m2);
-        for (int j = 0; j < g; j++) {
-            int c = c0 + j;
-            float fm = (float)mean[j];
-            float is = (float)(1.0 / sqrt(m2[j] / n + (double)eps));
-            for (int b = 0; b < B; b++) {
-                float *pl = v + ((size_t)b * g + j) * (size_t)HW;
-                bn_fwd_plane(HW, pl, fm, is, gamma[c], beta[c], pl);
-                cdp_cpu_bf16_pack_span((size_t)HW, pl, y + ((size_t)b * (size_t)C + (size_t)c) * (size_t)HW);
-            }
-            save[c] = fm;
-            save[C + c] = is;
-            stats[c] = mean[j];
-            stats[C + c] = m2[j];
-        }
+        bn_train_group(B, g, HW, v, 0, C, c0, g, gamma, beta, eps, v, save, stats);
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < g; j++)
+                cdp_cpu_bf16_pack_span((size_t)HW, v + ((size_t)b * g + j) * (size_t)HW,
+                                       PLANE(y, b, c0 + j));
     }
 }
 
@@ -377,15 +352,13 @@ void cdp_cpu_bf16_bn_fwd_eval(int B, int C, int HW, const float *xf, const uint1
 {
     if (C <= 0)
         return;
-    bn16_register();
 #pragma omp parallel for CDP_CPU_PAR((size_t)B * (size_t)C * (size_t)(HW > 0 ? HW : 0))
     for (int c = 0; c < C; c++) {
         float *v = bn16_stage((size_t)(HW > 0 ? HW : 0));
         float rm = rmean[c], sd = sqrtf(rvar[c] + eps), ga = gamma[c], be = beta[c];
         for (int b = 0; b < B; b++) {
             bn16_load(C, HW, xf, x16, b, c, v);
-            for (int p = 0; p < HW; p++)
-                v[p] = (v[p] - rm) / sd * ga + be;
+            bn_eval_plane(HW, v, rm, sd, ga, be, v);
             cdp_cpu_bf16_pack_span((size_t)HW, v, PLANE(y, b, c));
         }
     }

@@ -34,6 +34,7 @@
  * linear_bwd themselves: the float32 kernels on the rounded values. */
 #include "config.h"
 
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,38 @@ void *cdp_cpu_grow(void **p, size_t *have, size_t bytes, const char *what)
     }
     *have = n;
     return *p;
+}
+
+/* the per-OpenMP-thread buffers of cpu_internal.h's cdp_cpu_thread_buf */
+#define TBUF_THREADS 256
+static void *tbufs[CDP_CPU_TBUFS][TBUF_THREADS];
+static size_t tbuf_bytes[CDP_CPU_TBUFS][TBUF_THREADS];
+
+static void tbufs_free(void)
+{
+    for (int i = 0; i < CDP_CPU_TBUFS; i++)
+        for (int t = 0; t < TBUF_THREADS; t++) {
+            free(tbufs[i][t]);
+            tbufs[i][t] = NULL;
+            tbuf_bytes[i][t] = 0;
+        }
+}
+
+void *cdp_cpu_thread_buf(int which, size_t bytes, const char *what)
+{
+    static int registered;
+#pragma omp critical(cdp_cpu_thread_buf)
+    if (!registered) {
+        atexit(tbufs_free);
+        registered = 1;
+    }
+    const int t = omp_get_thread_num();
+    if (which < 0 || which >= CDP_CPU_TBUFS || t < 0 || t >= TBUF_THREADS) {
+        fprintf(stderr, "cdp: per-thread buffer %d of thread %d: beyond %d threads\n", which, t,
+                TBUF_THREADS);
+        abort();
+    }
+    return cdp_cpu_grow(&tbufs[which][t], &tbuf_bytes[which][t], bytes, what);
 }
 
 /* buffer i with at least bytes (its contents are not kept) */

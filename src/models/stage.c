@@ -254,7 +254,9 @@ static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, int l,
         /* every input but the network's holds bfloat16 values: kept so, or
          * in floats (the forward-only tensors) */
         io->lowp = 1;
-        if (ops_of(ly)->storage != CDP_STORAGE_IN_PLACE && stored_lowp(m, ly->in)) {
+        if (ops_of(ly)->storage == CDP_STORAGE_IN_PLACE) {
+            io->x = NULL;   /* its input is y16 */
+        } else if (stored_lowp(m, ly->in)) {
             io->x16 = (const uint16_t *)io->x;
             io->x = NULL;
         }
@@ -264,8 +266,6 @@ static float *lowp_forward_io(const cdp_backend *be, const cdp_model *m, int l,
         }
         io->y16 = (uint16_t *)store;
         io->y = NULL;
-        if (ops_of(ly)->storage == CDP_STORAGE_IN_PLACE)
-            io->x = NULL;   /* its input is y16 */
         return NULL;
     }
     lowp_input(be, m, ly, w, io, reads_bf16(be, ly));
